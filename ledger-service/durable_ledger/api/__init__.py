@@ -1,0 +1,47 @@
+"""The ledger's Flask application factory."""
+
+import logging
+
+from flask import Flask
+
+from ..auth import load_bootstrap_tokens
+from ..config import Config
+from ..db import db, init_database, is_sqlite
+from ..models import create_schema
+
+log = logging.getLogger("durable_ledger")
+
+
+def create_app(config=None, init_schema=True):
+    """Defaults, then the environment, then ``config`` (tests pass a Config)."""
+    cfg = config or Config.from_env()
+    logging.basicConfig(level=cfg.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    app = Flask(__name__)
+    app.config["DURABLE"] = cfg
+    app.json.sort_keys = False
+    init_database(cfg.database_url)
+    if init_schema:
+        create_schema()
+    if cfg.bootstrap_tokens:
+        with db.connection_context():
+            load_bootstrap_tokens(cfg.bootstrap_tokens)
+
+    @app.before_request
+    def _connect():
+        db.connect(reuse_if_open=True)
+
+    @app.teardown_request
+    def _close(_exc):
+        # PostgreSQL: hand the connection back to the pool. SQLite: keep the per-thread
+        # connection open; reopening it costs more than the whole gate decision.
+        if not is_sqlite() and not db.is_closed():
+            db.close()
+
+    from . import jobs, operations, service
+
+    app.register_blueprint(service.bp)
+    app.register_blueprint(jobs.bp)
+    app.register_blueprint(operations.bp)
+    service.register_error_handlers(app)
+    log.info("ledger app ready %s", cfg.redacted())
+    return app

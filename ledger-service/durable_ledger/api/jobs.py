@@ -1,0 +1,95 @@
+"""Jobs, leases and checkpoints over HTTP. Views parse, call the core, serialise."""
+
+from flask import Blueprint, jsonify, request
+
+from ..core import checkpoints, jobs, leases
+from ..core import operations as ops
+from ..core import states as S
+from ..core.render import checkpoint_dict, iso, job_dict, lease_dict, operation_dict
+from ..models import Lease
+from . import schemas
+from .context import config, principal
+
+bp = Blueprint("jobs", __name__, url_prefix="/v1/jobs")
+
+
+@bp.put("/<job_id>")
+def put_job(job_id):
+    who = principal().require("runner")
+    body = schemas.load(schemas.JobPutSchema, request)
+    job, created = jobs.create_or_get_job(who.tenant, job_id, actor=who.actor, **body)
+    lease = Lease.get_or_none(Lease.job == job.id)
+    return jsonify(job_dict(job, lease)), 201 if created else 200
+
+
+@bp.get("/<job_id>")
+def get_job(job_id):
+    who = principal()
+    job, lease = jobs.get_job_and_lease(who.tenant, job_id)
+    return jsonify(job_dict(job, lease))
+
+
+@bp.post("/<job_id>/versions")
+def bump_version(job_id):
+    who = principal().require("runner")
+    body = schemas.load(schemas.TokenSchema, request)
+    job = jobs.bump_version(who.tenant, job_id, body["fencing_token"], who.actor)
+    return jsonify(job_dict(job, Lease.get_or_none(Lease.job == job.id)))
+
+
+def _lease_body(job, lease):
+    _, pending = ops.list_job_operations(job.tenant, job.job_id, S.NEEDS_ATTENTION)
+    out = lease_dict(lease)
+    out["job"] = job_dict(job, lease)
+    out["needs_reconcile"] = [operation_dict(op, job.job_id) for op in pending]
+    return out
+
+
+@bp.post("/<job_id>/lease")
+def acquire(job_id):
+    who = principal().require("runner")
+    body = schemas.load(schemas.LeaseSchema, request)
+    ttl = body["ttl_s"] or config().default_lease_ttl_s
+    job, lease = leases.acquire_lease(who.tenant, job_id, body["owner"], ttl, body["takeover"], who.actor)
+    return jsonify(_lease_body(job, lease))
+
+
+@bp.post("/<job_id>/lease/renew")
+def renew(job_id):
+    who = principal().require("runner")
+    body = schemas.load(schemas.LeaseRenewSchema, request)
+    ttl = body["ttl_s"] or config().default_lease_ttl_s
+    _, lease = leases.renew_lease(who.tenant, job_id, body["owner"], body["fencing_token"], ttl)
+    return jsonify(lease_dict(lease))
+
+
+@bp.delete("/<job_id>/lease")
+def release(job_id):
+    who = principal().require("runner")
+    body = schemas.load(schemas.LeaseReleaseSchema, request)
+    leases.release_lease(who.tenant, job_id, body["owner"], body["fencing_token"])
+    return "", 204
+
+
+@bp.get("/<job_id>/operations")
+def job_operations(job_id):
+    who = principal()
+    states = [s for s in request.args.get("state", "").split(",") if s]
+    _, rows = ops.list_job_operations(who.tenant, job_id, states or None)
+    return jsonify({"operations": [operation_dict(op, job_id) for op in rows]})
+
+
+@bp.post("/<job_id>/checkpoints")
+def save_checkpoint(job_id):
+    who = principal().require("runner", "approver")
+    body = schemas.load(schemas.CheckpointSchema, request)
+    token, phase = body.pop("fencing_token"), body.pop("phase")
+    job, cp = checkpoints.save_checkpoint(who, job_id, token, phase, body)
+    return jsonify({"checkpoint": checkpoint_dict(cp), "job": job_dict(job, Lease.get_or_none(Lease.job == job.id))}), 201
+
+
+@bp.get("/<job_id>/checkpoints")
+def list_checkpoints(job_id):
+    who = principal()
+    return jsonify({"checkpoints": [checkpoint_dict(cp) for cp in checkpoints.list_checkpoints(who.tenant, job_id)],
+                    "generated_at": iso(None)})

@@ -1,0 +1,76 @@
+"""Health, metrics and the OpenAPI document."""
+
+import time
+
+from flask import Blueprint, Response, jsonify, request
+
+from .. import __version__
+from ..auth import authenticate, bearer_from_header
+from ..db import db
+from ..errors import LedgerError
+from ..models import Job, Operation
+from .context import config
+from .openapi import spec_dict
+
+bp = Blueprint("service", __name__)
+_started = time.time()
+
+
+@bp.get("/health")
+def health():
+    body = {"status": "ok", "version": __version__, "uptime_s": round(time.time() - _started, 1)}
+    try:
+        db.execute_sql("SELECT 1").fetchone()
+        body["database"] = "ok"
+    except Exception as exc:  # noqa: BLE001 - report any driver failure as unhealthy
+        body.update(status="unavailable", database="error", error=type(exc).__name__)
+        return jsonify(body), 503
+    raw = bearer_from_header(request.headers.get("Authorization"))
+    if raw is not None or request.headers.get("Authorization"):
+        who = authenticate(raw, config().token_cache_ttl_s)  # 401 if the token is wrong
+        body.update(tenant=who.tenant, role=who.role)
+    return jsonify(body)
+
+
+@bp.get("/metrics")
+def metrics():
+    lines = [
+        "# HELP durable_operations Operations in the ledger by state.",
+        "# TYPE durable_operations gauge",
+    ]
+    from peewee import fn
+
+    for state, count in (Operation.select(Operation.state, fn.COUNT(Operation.id))
+                         .group_by(Operation.state).tuples()):
+        lines.append(f'durable_operations{{state="{state}"}} {count}')
+    lines += ["# HELP durable_jobs Jobs by status.", "# TYPE durable_jobs gauge"]
+    for status, count in Job.select(Job.status, fn.COUNT(Job.id)).group_by(Job.status).tuples():
+        lines.append(f'durable_jobs{{status="{status}"}} {count}')
+    return Response("\n".join(lines) + "\n", mimetype="text/plain; version=0.0.4")
+
+
+@bp.get("/openapi.json")
+def openapi():
+    return jsonify(spec_dict())
+
+
+def register_error_handlers(app):
+    @app.errorhandler(LedgerError)
+    def _ledger_error(exc):
+        return jsonify(exc.to_dict()), exc.http_status
+
+    @app.errorhandler(404)
+    def _not_found(_exc):
+        return jsonify({"error": {"code": "not_found", "message": f"no route {request.method} {request.path}",
+                                  "details": {}}}), 404
+
+    @app.errorhandler(405)
+    def _method(_exc):
+        return jsonify({"error": {"code": "method_not_allowed",
+                                  "message": f"{request.method} is not allowed on {request.path}",
+                                  "details": {}}}), 405
+
+    @app.errorhandler(500)
+    def _internal(_exc):
+        return jsonify({"error": {"code": "internal_error", "message": "internal error; see the service log",
+                                  "details": {}}}), 500

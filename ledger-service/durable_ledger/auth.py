@@ -1,0 +1,143 @@
+"""Bearer tokens: stored as sha256 hashes, mapped to (tenant, role, sites).
+
+Lookups are cached per process for ``ttl`` seconds because the gate is on every side effect's
+hot path. The window this opens: a revoked token keeps working for at most ``ttl`` seconds in
+a worker that cached it. Revocation through ``revoke_token`` also clears this process's cache.
+"""
+
+import hashlib
+import secrets
+import threading
+import time
+from dataclasses import dataclass
+
+from .errors import Forbidden, Unauthorized, ValidationFailed
+from .models import ApiToken
+
+ROLES = ("runner", "editor", "approver", "admin")
+
+
+@dataclass(frozen=True)
+class Principal:
+    tenant: str
+    role: str
+    name: str
+    sites: frozenset | None = None  # None: every site profile
+
+    @property
+    def actor(self):
+        return f"{self.role}:{self.name}"
+
+    def require(self, *roles):
+        if self.role == "admin" or self.role in roles:
+            return self
+        raise Forbidden(
+            f"role '{self.role}' may not do this; needs one of {', '.join(roles)}",
+            {"role": self.role, "allowed": list(roles)},
+        )
+
+    def may_use_site(self, site):
+        return self.sites is None or site in self.sites
+
+
+def hash_token(raw):
+    return hashlib.sha256(raw.encode("utf-8")).hexdigest()
+
+
+def _parse_sites(text):
+    if not text or text.strip() in ("", "*"):
+        return None
+    return frozenset(s.strip() for s in text.replace("+", ",").split(",") if s.strip())
+
+
+def create_token(tenant, role, name=None, sites=None, raw=None):
+    """Store a token (hashed) and return the raw value; the raw value is never stored."""
+    if role not in ROLES:
+        raise ValidationFailed(f"unknown role '{role}'", {"roles": list(ROLES)})
+    raw = raw or "dl_" + secrets.token_urlsafe(32)
+    ApiToken.insert(
+        tenant=tenant,
+        role=role,
+        name=name or f"{tenant}-{role}",
+        sites=",".join(sorted(sites)) if sites else None,
+        token_hash=hash_token(raw),
+        created_at=time.time(),
+    ).on_conflict_ignore().execute()
+    return raw
+
+
+def load_bootstrap_tokens(spec):
+    """``tenant:role:token[:site+site]`` triples, comma separated (dev and tests)."""
+    count = 0
+    for entry in (e.strip() for e in (spec or "").split(",")):
+        if not entry:
+            continue
+        parts = entry.split(":")
+        if len(parts) not in (3, 4) or not all(parts[:3]):
+            raise ValueError("DURABLE_BOOTSTRAP_TOKENS entries look like tenant:role:token[:site+site]")
+        tenant, role, raw = parts[:3]
+        sites = _parse_sites(parts[3]) if len(parts) == 4 else None
+        create_token(tenant, role, name=f"bootstrap-{tenant}-{role}", sites=sites, raw=raw)
+        count += 1
+    return count
+
+
+def revoke_token(raw):
+    n = (
+        ApiToken.update(revoked_at=time.time())
+        .where(ApiToken.token_hash == hash_token(raw), ApiToken.revoked_at.is_null())
+        .execute()
+    )
+    _cache.clear()
+    return n
+
+
+class _TokenCache:
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._items = {}
+
+    def get(self, key, ttl):
+        with self._lock:
+            hit = self._items.get(key)
+        if hit and time.monotonic() - hit[1] < ttl:
+            return hit[0]
+        return None
+
+    def put(self, key, principal):
+        with self._lock:
+            if len(self._items) > 10000:
+                self._items.clear()
+            self._items[key] = (principal, time.monotonic())
+
+    def clear(self):
+        with self._lock:
+            self._items.clear()
+
+
+_cache = _TokenCache()
+
+
+def authenticate(raw, ttl=30.0):
+    """Principal for a raw bearer token, or raise Unauthorized."""
+    if not raw:
+        raise Unauthorized("missing bearer token: send 'Authorization: Bearer <token>'")
+    key = hash_token(raw)
+    principal = _cache.get(key, ttl)
+    if principal is not None:
+        return principal
+    row = ApiToken.get_or_none(ApiToken.token_hash == key, ApiToken.revoked_at.is_null())
+    if row is None:
+        raise Unauthorized("unknown or revoked token")
+    principal = Principal(row.tenant, row.role, row.name or row.role, _parse_sites(row.sites))
+    _cache.put(key, principal)
+    return principal
+
+
+def bearer_from_header(value):
+    if not value:
+        return None
+    scheme, _, token = value.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()

@@ -1,0 +1,117 @@
+"""`durable-ledger`: init-db, serve, token create, proxy serve."""
+
+import argparse
+import json
+import logging
+import os
+import sys
+
+from .config import Config
+
+
+def _bind(cfg):
+    from .db import init_database
+
+    init_database(cfg.database_url)
+
+
+def cmd_init_db(args, cfg):
+    from .models import create_schema
+
+    _bind(cfg)
+    create_schema()
+    print(json.dumps({"schema": "ok", **cfg.redacted()}))
+
+
+def cmd_token_create(args, cfg):
+    from .auth import create_token
+    from .db import db
+    from .models import create_schema
+
+    _bind(cfg)
+    create_schema()
+    with db.connection_context():
+        sites = [s for s in (args.sites or "").split(",") if s] or None
+        print(create_token(args.tenant, args.role, name=args.name, sites=sites))
+
+
+def _gunicorn(app_factory, host, port, workers, threads, timeout):
+    from gunicorn.app.base import BaseApplication
+
+    class App(BaseApplication):
+        def load_config(self):
+            self.cfg.set("bind", f"{host}:{port}")
+            self.cfg.set("workers", workers)
+            self.cfg.set("threads", threads)
+            self.cfg.set("worker_class", "gthread")
+            self.cfg.set("timeout", timeout)
+            self.cfg.set("keepalive", 30)
+            self.cfg.set("accesslog", os.environ.get("DURABLE_ACCESS_LOG") or None)
+            self.cfg.set("errorlog", "-")
+            self.cfg.set("loglevel", os.environ.get("DURABLE_LOG_LEVEL", "info").lower())
+
+        def load(self):
+            return app_factory()
+
+    App().run()
+
+
+def cmd_serve(args, cfg):
+    from .api import create_app
+    from .models import create_schema
+
+    _bind(cfg)
+    create_schema()  # once, in the master: workers never do schema work per request
+    _gunicorn(lambda: create_app(cfg, init_schema=False), args.host, args.port, args.workers, args.threads,
+              args.timeout)
+
+
+def cmd_proxy_serve(args, cfg):
+    from .proxy import create_proxy_app
+
+    _gunicorn(lambda: create_proxy_app(), args.host, args.port, args.workers, args.threads, args.timeout)
+
+
+def _serve_args(p, port):
+    p.add_argument("--host", default=os.environ.get("DURABLE_HOST", "127.0.0.1"))
+    p.add_argument("--port", type=int, default=int(os.environ.get("DURABLE_PORT", port)))
+    p.add_argument("--workers", type=int, default=int(os.environ.get("DURABLE_WORKERS", "2")))
+    p.add_argument("--threads", type=int, default=int(os.environ.get("DURABLE_THREADS", "8")))
+    p.add_argument("--timeout", type=int, default=60)
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="durable-ledger", description="Durable Steps ledger service")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("init-db", help="create or migrate the schema (idempotent)").set_defaults(func=cmd_init_db)
+    serve = sub.add_parser("serve", help="run the ledger API under gunicorn")
+    _serve_args(serve, 8787)
+    serve.set_defaults(func=cmd_serve)
+    token = sub.add_parser("token", help="manage API tokens").add_subparsers(dest="token_command", required=True)
+    create = token.add_parser("create", help="create a token and print it (only its hash is stored)")
+    create.add_argument("--tenant", required=True)
+    create.add_argument("--role", required=True, choices=["runner", "editor", "approver", "admin"])
+    create.add_argument("--name")
+    create.add_argument("--sites", help="comma-separated WordPress site profiles this token may use (default: all)")
+    create.set_defaults(func=cmd_token_create)
+    proxy = sub.add_parser("proxy", help="the WordPress publishing proxy").add_subparsers(dest="proxy_command", required=True)
+    pserve = proxy.add_parser("serve", help="run the publishing proxy under gunicorn")
+    _serve_args(pserve, 8788)
+    pserve.set_defaults(func=cmd_proxy_serve)
+    return parser
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    cfg = Config.from_env()
+    logging.basicConfig(level=cfg.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    try:
+        args.func(args, cfg)
+    except ValueError as exc:
+        print(f"durable-ledger: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

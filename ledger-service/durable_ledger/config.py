@@ -1,0 +1,59 @@
+"""Configuration from the environment (12-factor). Every knob has a safe default for one box."""
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+def default_data_dir():
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return os.environ.get("DURABLE_DATA_DIR") or os.path.join(base, "durable-steps")
+
+
+@dataclass
+class Config:
+    database_url: str = ""
+    bootstrap_tokens: str = ""
+    log_level: str = "INFO"
+    token_cache_ttl_s: float = 30.0
+    default_lease_ttl_s: int = 120
+    default_max_attempts: int = 3
+    proxy_url: str = ""
+    proxy_token: str = ""
+    extra: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_env(cls, env=None):
+        env = os.environ if env is None else env
+        url = env.get("DURABLE_DATABASE_URL")
+        if not url:
+            data_dir = Path(env.get("DURABLE_DATA_DIR") or default_data_dir())
+            data_dir.mkdir(parents=True, exist_ok=True)
+            url = f"sqlite:///{data_dir / 'durable-ledger.db'}"
+        return cls(
+            database_url=url,
+            bootstrap_tokens=env.get("DURABLE_BOOTSTRAP_TOKENS", ""),
+            log_level=env.get("DURABLE_LOG_LEVEL", "INFO").upper(),
+            token_cache_ttl_s=float(env.get("DURABLE_TOKEN_CACHE_TTL_S", "30")),
+            default_lease_ttl_s=int(env.get("DURABLE_LEASE_TTL_S", "120")),
+            default_max_attempts=int(env.get("DURABLE_MAX_ATTEMPTS", "3")),
+            proxy_url=env.get("DURABLE_PROXY_URL", ""),
+            proxy_token=env.get("DURABLE_PROXY_TOKEN", ""),
+        )
+
+    def redacted(self):
+        """What may be logged: never tokens, never database passwords."""
+        from urllib.parse import urlsplit, urlunsplit
+
+        parts = urlsplit(self.database_url)
+        netloc = parts.netloc
+        if "@" in netloc:
+            creds, host = netloc.rsplit("@", 1)
+            user = creds.split(":", 1)[0]
+            netloc = f"{user}:***@{host}" if ":" in creds else f"{user}@{host}"
+        return {
+            "database_url": urlunsplit(parts._replace(netloc=netloc)),
+            "bootstrap_tokens": len([t for t in self.bootstrap_tokens.split(",") if t.strip()]),
+            "log_level": self.log_level,
+            "proxy_url": self.proxy_url or None,
+        }

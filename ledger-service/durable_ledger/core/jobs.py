@@ -1,0 +1,73 @@
+"""Jobs: one business task, stable across retries, restarts and sessions."""
+
+import time
+
+from peewee import IntegrityError
+
+from ..db import write_txn
+from ..errors import JobNotFound, ValidationFailed
+from ..models import AuditLog, Job, Lease
+from .phases import PIPELINES
+
+BUDGET_KEYS = ("deadline_s", "max_cost", "max_tool_calls", "max_resume_attempts", "max_attempts")
+
+
+def _check_spec(pipeline, phases, budgets):
+    if phases is None and pipeline not in PIPELINES and pipeline != "generic":
+        raise ValidationFailed(
+            f"unknown pipeline '{pipeline}'; use one of {sorted(PIPELINES)} or 'generic', or send 'phases'",
+            {"field": "pipeline"},
+        )
+    unknown = sorted(set(budgets or {}) - set(BUDGET_KEYS))
+    if unknown:
+        raise ValidationFailed(f"unknown budget(s) {unknown}", {"field": "budgets", "allowed": list(BUDGET_KEYS)})
+
+
+def create_or_get_job(tenant, job_id, *, task_version=1, pipeline="generic", phases=None,
+                      budgets=None, session_id=None, policy_hash=None, actor="system"):
+    """Returns (job, created). Claim by INSERT; a concurrent creator's row wins and is returned."""
+    existing = Job.get_or_none(Job.tenant == tenant, Job.job_id == job_id)
+    if existing is not None:
+        return existing, False
+    _check_spec(pipeline, phases, budgets)
+    now = time.time()
+    try:
+        with write_txn():
+            job = Job.create(
+                tenant=tenant, job_id=job_id, task_version=task_version, pipeline=pipeline,
+                phases=phases, budgets=budgets or {}, session_id=session_id, policy_hash=policy_hash,
+                created_at=now, updated_at=now,
+            )
+            AuditLog.create(tenant=tenant, job=job, actor=actor, action="job_created",
+                            detail={"task_version": task_version, "pipeline": pipeline}, created_at=now)
+        return job, True
+    except IntegrityError as exc:
+        job = Job.get_or_none(Job.tenant == tenant, Job.job_id == job_id)
+        if job is None:  # the unique violation was on session_id, not on the job
+            raise ValidationFailed("session_id is already bound to another job", {"field": "session_id"}) from exc
+        return job, False
+
+
+def get_job(tenant, job_id):
+    job = Job.get_or_none(Job.tenant == tenant, Job.job_id == job_id)
+    if job is None:
+        raise JobNotFound(f"no job '{job_id}' in tenant '{tenant}'", {"job_id": job_id})
+    return job
+
+
+def get_job_and_lease(tenant, job_id):
+    job = get_job(tenant, job_id)
+    return job, Lease.get_or_none(Lease.job == job.id)
+
+
+def bump_version(tenant, job_id, fencing_token, actor):
+    from .leases import check_fence
+
+    job, lease = get_job_and_lease(tenant, job_id)
+    check_fence(lease, fencing_token)
+    now = time.time()
+    with write_txn():
+        Job.update(task_version=Job.task_version + 1, updated_at=now).where(Job.id == job.id).execute()
+        AuditLog.create(tenant=tenant, job=job, actor=actor, action="version_bumped",
+                        detail={"from": job.task_version, "to": job.task_version + 1}, created_at=now)
+    return Job.get_by_id(job.id)

@@ -1,0 +1,303 @@
+"""The side-effect ledger: the gate (`begin`) and the outcome transitions.
+
+Every transition is a conditional UPDATE whose WHERE names the state it leaves and whose row
+count is checked, inside a write transaction that first re-reads the job's lease (FOR SHARE
+on PostgreSQL, the database-wide IMMEDIATE lock on SQLite). The window this closes:
+
+    worker A: check token 4 ok ..................... INSERT op SENT (token 4)
+    worker B:                 take over, token 5, begin -> sees nothing -> INSERT op SENT
+
+Without the lock both could dispatch. With it, the takeover's UPDATE of the lease waits for
+A's transaction, so B's begin sees A's SENT row and is told to reconcile instead.
+"""
+
+import time
+
+from ..db import is_sqlite, write_txn
+from ..errors import (
+    DigestMismatch,
+    InvalidTransition,
+    OperationNotFound,
+    ReceiptConflict,
+    ValidationFailed,
+)
+from ..models import AuditLog, Job, Lease, Operation, OperationEvent
+from . import states as S
+from .digest import default_operation_key, request_digest
+from .jobs import get_job_and_lease
+from .leases import check_fence
+from .render import operation_dict
+
+_MISSING = object()
+
+
+def _locked_lease(job_pk):
+    q = Lease.select().where(Lease.job == job_pk)
+    if not is_sqlite():
+        q = q.for_update("FOR SHARE")
+    return q.get_or_none()
+
+
+def _event(op, job_pk, from_state, to_state, actor, token, detail=None, now=None):
+    OperationEvent.create(operation=op.id, job=job_pk, from_state=from_state, to_state=to_state,
+                          actor=actor, fencing_token=token, detail=detail, created_at=now or time.time())
+
+
+def _result(decision, op, job_id, reason=None, **extra):
+    out = {"decision": decision, "operation": operation_dict(op, job_id)}
+    if decision == S.REUSE_RECEIPT:
+        out["receipt"] = {"remote_id": op.remote_id, **(op.receipt or {})}
+    if reason:
+        out["reason"] = reason
+        out["message"] = S.MESSAGES.get(reason, reason)
+    out.update(extra)
+    return out
+
+
+def _max_attempts(job, default):
+    return int((job.budgets or {}).get("max_attempts") or default)
+
+
+def _check_digest(op, digest):
+    if op.request_hash != digest:
+        raise DigestMismatch(
+            "this operation key was first used with another request; "
+            "use a new key (or bump the task version) for a different request",
+            {"operation_key": op.operation_key, "stored": op.request_hash, "given": digest},
+        )
+
+
+def begin(principal, job_id, action, fencing_token, payload=_MISSING, request_hash=None,
+          operation_key=None, target=None, requires_approval=False, default_max_attempts=3,
+          approval_check=None):
+    """The gate. Returns a decision dict; persists SENT before answering ``dispatch``."""
+    tenant, actor = principal.tenant, principal.actor
+    if payload is _MISSING and not request_hash:
+        raise ValidationFailed("send 'payload' (digested by the ledger) or 'request_hash'", {"field": "payload"})
+    digest = request_hash or request_digest(payload)
+    job, lease = get_job_and_lease(tenant, job_id)
+    check_fence(lease, fencing_token)
+    key = operation_key or default_operation_key(tenant, job_id, job.task_version, action)
+    max_attempts = _max_attempts(job, default_max_attempts)
+
+    op = Operation.get_or_none(Operation.tenant == tenant, Operation.operation_key == key)
+    if op is not None:
+        _check_digest(op, digest)
+        if op.job_id != job.id:
+            raise ValidationFailed("operation key belongs to another job", {"operation_key": key})
+
+    if job.status in ("cancelled", "halted"):
+        reason = job.halt_reason or job.status
+        if op is None:
+            return {"decision": S.HALT, "operation": None, "reason": reason,
+                    "message": S.MESSAGES.get(reason, f"job is {job.status}")}
+        return _result(S.HALT, op, job_id, reason)
+
+    if requires_approval and (op is None or op.state in (S.PREPARED, S.FAILED)):
+        approved = approval_check(principal, job, action, digest, target) if approval_check else False
+        if not approved:
+            op = op or _prepare(tenant, job, key, action, digest, fencing_token, target, max_attempts, actor)
+            return _result(S.HALT, op, job_id, "approval_required")
+
+    now = time.time()
+    if op is None:
+        claimed = _claim_new(tenant, job, key, action, digest, fencing_token, target,
+                             requires_approval, max_attempts, actor, payload, now)
+        if claimed is not None:
+            return _result(S.DISPATCH, claimed, job_id)
+        op = Operation.get(Operation.tenant == tenant, Operation.operation_key == key)
+        _check_digest(op, digest)
+
+    decision, reason = S.decide_existing(op.state, op.retryable, op.attempt, op.max_attempts)
+    if decision == S.DISPATCH:
+        resent = _claim_retry(op, job, fencing_token, actor, now)
+        if resent is None:  # someone else moved it first; answer from what they left
+            return begin(principal, job_id, action, fencing_token, request_hash=digest, operation_key=key,
+                         target=target, requires_approval=requires_approval,
+                         default_max_attempts=default_max_attempts, approval_check=approval_check)
+        return _result(S.DISPATCH, resent, job_id)
+    return _result(decision, op, job_id, reason)
+
+
+def _summary(payload):
+    """A short, secret-free view of the request for editors (titles, sizes), never the body."""
+    if not isinstance(payload, dict):
+        return None
+    out = {}
+    for k, v in payload.items():
+        if isinstance(v, str):
+            out[k] = v if len(v) <= 120 else v[:117] + "..."
+        elif isinstance(v, (int, float, bool)) or v is None:
+            out[k] = v
+        else:
+            out[k] = f"<{type(v).__name__} of {len(v)}>" if hasattr(v, "__len__") else type(v).__name__
+        if len(out) >= 12:
+            break
+    from .secrets import redact
+
+    return redact(out)
+
+
+def _insert_op(tenant, job, key, action, digest, token, target, max_attempts, state, requires_approval,
+               summary, now):
+    q = Operation.insert(
+        tenant=tenant, operation_key=key, job=job.id, task_version=job.task_version, action=action,
+        request_hash=digest, state=state, attempt=1, max_attempts=max_attempts, fencing_token=token,
+        target=target, requires_approval=requires_approval, request_summary=summary,
+        created_at=now, updated_at=now,
+    ).on_conflict_ignore()
+    if is_sqlite():
+        # The IMMEDIATE transaction holds SQLite's write lock, so nobody can insert this key
+        # between our check and our insert; and INSERT OR IGNORE's lastrowid is not reliable.
+        if Operation.select(Operation.id).where(Operation.tenant == tenant,
+                                                Operation.operation_key == key).exists():
+            return None
+        return Operation.get_by_id(q.execute())
+    # PostgreSQL: ON CONFLICT DO NOTHING RETURNING id yields no row when another claim won.
+    new_id = q.execute()
+    return Operation.get_by_id(new_id) if new_id else None
+
+
+def _prepare(tenant, job, key, action, digest, token, target, max_attempts, actor):
+    now = time.time()
+    with write_txn():
+        op = _insert_op(tenant, job, key, action, digest, token, target, max_attempts, S.PREPARED, True, None, now)
+        if op is not None:
+            _event(op, job.id, None, S.PREPARED, actor, token, {"reason": "approval_required"}, now)
+    return op or Operation.get(Operation.tenant == tenant, Operation.operation_key == key)
+
+
+def _claim_new(tenant, job, key, action, digest, token, target, requires_approval, max_attempts, actor,
+               payload, now):
+    summary = _summary(payload) if payload is not _MISSING else None
+    with write_txn():
+        check_fence(_locked_lease(job.id), token)
+        op = _insert_op(tenant, job, key, action, digest, token, target, max_attempts, S.SENT,
+                        requires_approval, summary, now)
+        if op is None:
+            return None
+        _event(op, job.id, None, S.SENT, actor, token, {"attempt": 1}, now)
+        Job.update(tool_calls=Job.tool_calls + 1, updated_at=now).where(Job.id == job.id).execute()
+    return op
+
+
+def _claim_retry(op, job, token, actor, now):
+    """PREPARED/FAILED -> SENT with attempt+1, conditional on the state and attempt we read."""
+    with write_txn():
+        check_fence(_locked_lease(job.id), token)
+        attempt = op.attempt + (1 if op.state == S.FAILED else 0)
+        n = (Operation.update(state=S.SENT, attempt=attempt, fencing_token=token, updated_at=now)
+             .where(Operation.id == op.id, Operation.state == op.state, Operation.attempt == op.attempt)
+             .execute())
+        if n != 1:
+            return None
+        _event(op, job.id, op.state, S.SENT, actor, token, {"attempt": attempt}, now)
+        Job.update(tool_calls=Job.tool_calls + 1, updated_at=now).where(Job.id == job.id).execute()
+    return Operation.get_by_id(op.id)
+
+
+def get_operation(tenant, key):
+    op = (Operation.select(Operation, Job).join(Job)
+          .where(Operation.tenant == tenant, Operation.operation_key == key).get_or_none())
+    if op is None:
+        raise OperationNotFound(f"no operation '{key}'", {"operation_key": key})
+    return op
+
+
+def operation_events(op):
+    return list(OperationEvent.select().where(OperationEvent.operation == op.id).order_by(OperationEvent.id))
+
+
+def _transition(principal, key, token, to_state, allowed_from, fields, detail=None):
+    """Move ``key`` to ``to_state`` from one of ``allowed_from`` if ``token`` is current."""
+    op = get_operation(principal.tenant, key)
+    if op.state not in allowed_from:
+        raise InvalidTransition(
+            f"operation is {op.state}; cannot move it to {to_state}",
+            {"state": op.state, "wanted": to_state, "allowed_from": list(allowed_from)},
+        )
+    now = time.time()
+    with write_txn():
+        check_fence(_locked_lease(op.job_id), token)
+        n = (Operation.update(state=to_state, updated_at=now, **fields)
+             .where(Operation.id == op.id, Operation.state == op.state).execute())
+        if n != 1:
+            current = Operation.get_by_id(op.id)
+            raise InvalidTransition(f"operation moved to {current.state} concurrently",
+                                    {"state": current.state, "wanted": to_state})
+        _event(op, op.job_id, op.state, to_state, principal.actor, token, detail, now)
+    return get_operation(principal.tenant, key)
+
+
+def confirm(principal, key, fencing_token, remote_id, receipt=None, cost=None):
+    op = get_operation(principal.tenant, key)
+    if op.state == S.CONFIRMED:
+        if str(op.remote_id) == str(remote_id):
+            return op  # a retried confirm: same evidence, nothing to do
+        raise ReceiptConflict(
+            f"operation is already confirmed with remote id {op.remote_id}",
+            {"stored_remote_id": op.remote_id, "given_remote_id": remote_id},
+        )
+    if remote_id in (None, ""):
+        raise ValidationFailed("remote_id is required to confirm", {"field": "remote_id"})
+    op = _transition(principal, key, fencing_token, S.CONFIRMED, S.ALLOWED["confirm"],
+                     {"remote_id": str(remote_id), "receipt": receipt or {}, "last_error": None},
+                     {"remote_id": str(remote_id), "cost": cost})
+    if cost:
+        Job.update(cost=Job.cost + float(cost)).where(Job.id == op.job_id).execute()
+    return op
+
+
+def fail(principal, key, fencing_token, retryable=True, error=None, halt_reason=None):
+    op = get_operation(principal.tenant, key)
+    if op.state == S.FAILED and op.fencing_token == fencing_token:
+        return op
+    op = _transition(principal, key, fencing_token, S.FAILED, S.ALLOWED["fail"],
+                     {"retryable": bool(retryable), "last_error": error or {}},
+                     {"retryable": bool(retryable), "error": error})
+    if halt_reason:
+        halt_job(principal, op.job_id, halt_reason, {"operation_key": key, "error": error})
+    return op
+
+
+def mark_unknown(principal, key, fencing_token, error=None):
+    op = get_operation(principal.tenant, key)
+    if op.state == S.UNKNOWN:
+        return op
+    return _transition(principal, key, fencing_token, S.UNKNOWN, S.ALLOWED["unknown"],
+                       {"last_error": error or {}}, {"error": error})
+
+
+def record_outcome(principal, key, fencing_token, http_status=None, error_kind=None, remote_id=None,
+                   receipt=None, error=None, cost=None):
+    """Classify a raw result (DESIGN.md) and apply it. Returns (classification, operation)."""
+    kind = S.classify_outcome(http_status, error_kind, remote_id)
+    err = dict(error or {})
+    err.setdefault("http_status", http_status)
+    if error_kind:
+        err.setdefault("kind", error_kind)
+    if kind == "confirm":
+        return kind, confirm(principal, key, fencing_token, remote_id, receipt, cost)
+    if kind == "fail":
+        return kind, fail(principal, key, fencing_token, True, err)
+    if kind == "fail_halt":
+        return kind, fail(principal, key, fencing_token, False, err, halt_reason="authorization_revoked")
+    return kind, mark_unknown(principal, key, fencing_token, err)
+
+
+def halt_job(principal, job_pk, reason, detail=None):
+    now = time.time()
+    with write_txn():
+        n = (Job.update(status="halted", halt_reason=reason, updated_at=now)
+             .where(Job.id == job_pk, Job.status == "active").execute())
+        if n:
+            AuditLog.create(tenant=principal.tenant, job=job_pk, actor=principal.actor, action="job_halted",
+                            detail={"reason": reason, **(detail or {})}, created_at=now)
+
+
+def list_job_operations(tenant, job_id, states=None):
+    job, _ = get_job_and_lease(tenant, job_id)
+    q = Operation.select().where(Operation.job == job.id)
+    if states:
+        q = q.where(Operation.state.in_(states))
+    return job, list(q.order_by(Operation.id))

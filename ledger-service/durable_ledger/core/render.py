@@ -1,0 +1,84 @@
+"""Plain-dict views of rows, shared by the HTTP API, the CLI and reports."""
+
+import time
+from datetime import datetime, timezone
+
+
+def iso(ts):
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def lease_dict(lease, now=None):
+    if lease is None:
+        return None
+    now = time.time() if now is None else now
+    return {
+        "owner": lease.owner,
+        "fencing_token": lease.fencing_token,
+        "expires_at": iso(lease.expires_at),
+        "live": lease.expires_at > now,
+    }
+
+
+def job_dict(job, lease=None):
+    return {
+        "job_id": job.job_id,
+        "tenant": job.tenant,
+        "task_version": job.task_version,
+        "pipeline": job.pipeline,
+        "phases": job.phases,
+        "phase": job.phase,
+        "status": job.status,
+        "halt_reason": job.halt_reason,
+        "session_id": job.session_id,
+        "budgets": job.budgets or {},
+        "counters": {"tool_calls": job.tool_calls, "cost": job.cost, "resume_attempts": job.resume_attempts},
+        "policy_hash": job.policy_hash,
+        "fencing_token": lease.fencing_token if lease else 0,
+        "lease": lease_dict(lease),
+        "checkpoint": job.checkpoint,
+        "created_at": iso(job.created_at),
+        "updated_at": iso(job.updated_at),
+    }
+
+
+def operation_dict(op, job_id=None):
+    return {
+        "operation_key": op.operation_key,
+        "job_id": job_id if job_id is not None else op.job.job_id,
+        "task_version": op.task_version,
+        "action": op.action,
+        "state": op.state,
+        "attempt": op.attempt,
+        "max_attempts": op.max_attempts,
+        "retryable": op.retryable,
+        "fencing_token": op.fencing_token,
+        "request_hash": op.request_hash,
+        "target": op.target,
+        "requires_approval": op.requires_approval,
+        "remote_id": op.remote_id,
+        "receipt": op.receipt,
+        "last_error": op.last_error,
+        "created_at": iso(op.created_at),
+        "updated_at": iso(op.updated_at),
+    }
+
+
+def event_dict(ev):
+    return {
+        "from_state": ev.from_state,
+        "to_state": ev.to_state,
+        "actor": ev.actor,
+        "fencing_token": ev.fencing_token,
+        "detail": ev.detail,
+        "at": iso(ev.created_at),
+    }
+
+
+def checkpoint_dict(cp):
+    body = dict(cp.body)
+    body.update({"seq": cp.seq, "phase": cp.phase, "task_version": cp.task_version,
+                 "fencing_token": cp.fencing_token, "actor": cp.actor, "created_at": iso(cp.created_at)})
+    return body

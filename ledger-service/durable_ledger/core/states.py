@@ -1,0 +1,92 @@
+"""Operation states and the gate's decision table (DESIGN.md), as pure functions."""
+
+PREPARED = "PREPARED"
+SENT = "SENT"
+CONFIRMED = "CONFIRMED"
+FAILED = "FAILED"
+UNKNOWN = "UNKNOWN"
+NEEDS_REVIEW = "NEEDS_REVIEW"
+ABANDONED = "ABANDONED"
+
+ALL_STATES = (PREPARED, SENT, CONFIRMED, FAILED, UNKNOWN, NEEDS_REVIEW, ABANDONED)
+TERMINAL = (CONFIRMED, ABANDONED)
+IN_FLIGHT = (SENT, UNKNOWN)
+NEEDS_ATTENTION = (SENT, UNKNOWN, NEEDS_REVIEW)
+
+DISPATCH = "dispatch"
+REUSE_RECEIPT = "reuse_receipt"
+RECONCILE = "reconcile"
+NEEDS_REVIEW_DECISION = "needs_review"
+HALT = "halt"
+
+# Which transitions a caller may request, from which states. Anything else is
+# 409 invalid_transition. Repeating a transition into the state an operation is
+# already in is handled by the caller as an idempotent no-op.
+ALLOWED = {
+    "send": (PREPARED, FAILED),
+    "confirm": (SENT, UNKNOWN),
+    "fail": (SENT,),
+    "unknown": (SENT,),
+}
+
+
+def decide_existing(state, retryable, attempt, max_attempts):
+    """Gate decision for an operation that already has a row.
+
+    Returns (decision, reason). ``dispatch`` here means "a new attempt may be claimed";
+    the caller still has to win the conditional update that moves the row to SENT.
+    """
+    if state == PREPARED:
+        return DISPATCH, None
+    if state == CONFIRMED:
+        return REUSE_RECEIPT, None
+    if state in (SENT, UNKNOWN):
+        return RECONCILE, "outcome_unknown" if state == UNKNOWN else "in_flight"
+    if state == FAILED:
+        if not retryable:
+            return HALT, "failed_permanently"
+        if attempt >= max_attempts:
+            return HALT, "retry_budget_exhausted"
+        return DISPATCH, None
+    if state == NEEDS_REVIEW:
+        return NEEDS_REVIEW_DECISION, "awaiting_editor"
+    if state == ABANDONED:
+        return HALT, "abandoned"
+    raise ValueError(f"unknown state {state!r}")
+
+
+MESSAGES = {
+    "in_flight": "A previous attempt was sent and its outcome was never recorded; the ledger must reconcile with the remote system before anything is retried.",
+    "outcome_unknown": "The outcome of the previous attempt is unknown; reconcile with the remote system (or wait for an editor) before retrying.",
+    "failed_permanently": "The previous attempt failed with an error that retrying cannot fix.",
+    "retry_budget_exhausted": "The previous attempts failed and the retry budget is used up.",
+    "awaiting_editor": "Reconciliation could not decide; an editor must resolve this operation in the review queue.",
+    "abandoned": "An editor decided this side effect must not be done.",
+    "approval_required": "This step needs a live approval bound to this version, content, target and action.",
+    "cancelled": "The job was cancelled; nothing is dispatched for it any more.",
+    "authorization_revoked": "The remote system refused our credentials; the job is halted until re-authorised.",
+}
+
+
+def classify_outcome(http_status=None, error_kind=None, remote_id=None):
+    """Map a side effect's result to confirm / fail / fail_halt / unknown (DESIGN.md).
+
+    ``error_kind`` is one of timeout, connection_reset, connection_refused, dns or None.
+    A refused connection or DNS failure happened before anything was sent, so it is a
+    retryable failure; a timeout or reset may have happened after the remote wrote.
+    """
+    if error_kind in ("timeout", "connection_reset"):
+        return "unknown"
+    if error_kind in ("connection_refused", "dns"):
+        return "fail"
+    if http_status is None:
+        return "unknown"
+    if 200 <= http_status < 300:
+        return "confirm" if remote_id not in (None, "") else "unknown"
+    if http_status in (401, 403):
+        return "fail_halt"
+    if http_status == 409 or http_status >= 500 or http_status == 408:
+        return "unknown"
+    if http_status in (400, 404, 413, 415, 422):
+        return "fail"
+    return "unknown"

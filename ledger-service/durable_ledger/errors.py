@@ -1,0 +1,134 @@
+"""Every error the ledger reports. One class per machine-readable code.
+
+Views never build error bodies by hand: they raise one of these and the single handler in
+``durable_ledger.api.errors`` renders ``{"error": {"code", "message", "details"}}``.
+"""
+
+
+class LedgerError(Exception):
+    """Base class: a refusal the caller can act on."""
+
+    code = "ledger_error"
+    http_status = 500
+
+    def __init__(self, message, details=None):
+        super().__init__(message)
+        self.message = message
+        self.details = details or {}
+
+    def to_dict(self):
+        return {"error": {"code": self.code, "message": self.message, "details": self.details}}
+
+
+class MalformedJson(LedgerError):
+    """The request body is not a JSON object."""
+
+    code, http_status = "malformed_json", 400
+
+
+class Unauthorized(LedgerError):
+    """No bearer token, or one the ledger does not know."""
+
+    code, http_status = "unauthorized", 401
+
+
+class Forbidden(LedgerError):
+    """The token's role or tenant may not do this."""
+
+    code, http_status = "forbidden", 403
+
+
+class SiteNotAllowed(LedgerError):
+    """The token may not act on this WordPress site profile."""
+
+    code, http_status = "site_not_allowed", 403
+
+
+class NotFound(LedgerError):
+    """No such route or object."""
+
+    code, http_status = "not_found", 404
+
+
+class JobNotFound(NotFound):
+    """No job with this id in the caller's tenant."""
+
+    code = "job_not_found"
+
+
+class OperationNotFound(NotFound):
+    """No operation with this key in the caller's tenant."""
+
+    code = "operation_not_found"
+
+
+class LeaseHeld(LedgerError):
+    """Another owner holds a live lease on the job."""
+
+    code, http_status = "lease_held", 409
+
+
+class LeaseLost(LedgerError):
+    """The caller's lease was taken over or released; it must acquire a new one."""
+
+    code, http_status = "lease_lost", 409
+
+
+class StaleFencingToken(LedgerError):
+    """The fencing token is older than the job's current one: a newer holder exists."""
+
+    code, http_status = "stale_fencing_token", 409
+
+
+class InvalidTransition(LedgerError):
+    """The operation is not in a state that allows this transition."""
+
+    code, http_status = "invalid_transition", 409
+
+
+class ReceiptConflict(LedgerError):
+    """The operation is already confirmed with another remote id."""
+
+    code, http_status = "receipt_conflict", 409
+
+
+class ValidationFailed(LedgerError):
+    """The body is JSON but its fields are wrong."""
+
+    code, http_status = "validation_error", 422
+
+
+class DigestMismatch(LedgerError):
+    """Same operation key, different request digest (IETF Idempotency-Key semantics)."""
+
+    code, http_status = "digest_mismatch", 422
+
+
+class SecretInCheckpoint(LedgerError):
+    """A checkpoint carried something that looks like a credential."""
+
+    code, http_status = "secret_in_checkpoint", 422
+
+
+class UnknownPhase(LedgerError):
+    """The phase is not part of the job's pipeline."""
+
+    code, http_status = "unknown_phase", 422
+
+
+class PhaseSkipped(LedgerError):
+    """The checkpoint jumps over a phase that was never reached."""
+
+    code, http_status = "phase_skipped", 422
+
+
+class PreconditionFailed(LedgerError):
+    """The checkpoint claims a phase whose evidence the ledger does not hold."""
+
+    code, http_status = "precondition_failed", 422
+
+
+class ServiceUnavailable(LedgerError):
+    """A dependency (database, proxy) is down."""
+
+    code, http_status = "service_unavailable", 503

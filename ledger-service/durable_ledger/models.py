@@ -1,0 +1,164 @@
+"""Persistence schema (peewee). Times are epoch seconds (float) so that comparisons in SQL
+behave the same on SQLite and PostgreSQL; the API renders them as ISO 8601.
+"""
+
+import json
+
+from peewee import (
+    AutoField,
+    BooleanField,
+    CharField,
+    FloatField,
+    ForeignKeyField,
+    IntegerField,
+    Model,
+    TextField,
+)
+
+from .db import db
+
+
+class JSONText(TextField):
+    """JSON stored as text: portable across SQLite and PostgreSQL."""
+
+    def db_value(self, value):
+        if value is None:
+            return None
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+    def python_value(self, value):
+        if value is None:
+            return None
+        return json.loads(value)
+
+
+class BaseModel(Model):
+    class Meta:
+        database = db
+        legacy_table_names = False
+
+
+class ApiToken(BaseModel):
+    id = AutoField()
+    tenant = CharField(max_length=128)
+    role = CharField(max_length=16)
+    token_hash = CharField(max_length=64, unique=True)
+    name = CharField(max_length=128, null=True)
+    sites = TextField(null=True)  # comma-separated site profiles; NULL = every site
+    created_at = FloatField()
+    revoked_at = FloatField(null=True)
+
+
+class Job(BaseModel):
+    id = AutoField()
+    tenant = CharField(max_length=128)
+    job_id = CharField(max_length=255)
+    session_id = CharField(max_length=255, null=True, unique=True)
+    task_version = IntegerField(default=1)
+    pipeline = CharField(max_length=64, default="generic")
+    phases = JSONText(null=True)
+    phase = CharField(max_length=64, null=True)
+    status = CharField(max_length=16, default="active")  # active | halted | cancelled | completed
+    halt_reason = CharField(max_length=64, null=True)
+    checkpoint = JSONText(null=True)
+    budgets = JSONText(null=True)
+    tool_calls = IntegerField(default=0)
+    cost = FloatField(default=0.0)
+    resume_attempts = IntegerField(default=0)
+    policy_hash = CharField(max_length=128, null=True)
+    created_at = FloatField()
+    updated_at = FloatField()
+
+    class Meta:
+        indexes = ((("tenant", "job_id"), True), (("tenant", "status", "updated_at"), False))
+
+
+class Lease(BaseModel):
+    """One row per job. ``fencing_token`` only ever grows: it is the job's high-water mark."""
+
+    id = AutoField()
+    job = ForeignKeyField(Job, unique=True, on_delete="CASCADE")
+    owner = CharField(max_length=255)
+    fencing_token = IntegerField()
+    expires_at = FloatField()
+    acquired_at = FloatField()
+
+
+class Operation(BaseModel):
+    id = AutoField()
+    tenant = CharField(max_length=128)
+    operation_key = CharField(max_length=512)
+    job = ForeignKeyField(Job, on_delete="CASCADE")
+    task_version = IntegerField()
+    action = CharField(max_length=255)
+    request_hash = CharField(max_length=64)
+    state = CharField(max_length=16)
+    attempt = IntegerField(default=1)
+    max_attempts = IntegerField(default=3)
+    retryable = BooleanField(null=True)
+    fencing_token = IntegerField()
+    target = CharField(max_length=255, null=True)
+    requires_approval = BooleanField(default=False)
+    remote_id = CharField(max_length=255, null=True)
+    receipt = JSONText(null=True)
+    last_error = JSONText(null=True)
+    request_summary = JSONText(null=True)
+    created_at = FloatField()
+    updated_at = FloatField()
+
+    class Meta:
+        indexes = (
+            (("tenant", "operation_key"), True),
+            (("job", "state"), False),
+            (("tenant", "state", "updated_at"), False),
+        )
+
+
+class OperationEvent(BaseModel):
+    """Append-only: every transition, who made it, with which token."""
+
+    id = AutoField()
+    operation = ForeignKeyField(Operation, on_delete="CASCADE", index=True)
+    job = ForeignKeyField(Job, on_delete="CASCADE", index=True)
+    from_state = CharField(max_length=16, null=True)
+    to_state = CharField(max_length=16)
+    actor = CharField(max_length=255)
+    fencing_token = IntegerField(null=True)
+    detail = JSONText(null=True)
+    created_at = FloatField()
+
+
+class Checkpoint(BaseModel):
+    id = AutoField()
+    job = ForeignKeyField(Job, on_delete="CASCADE")
+    seq = IntegerField()
+    phase = CharField(max_length=64)
+    task_version = IntegerField()
+    body = JSONText()
+    fencing_token = IntegerField()
+    actor = CharField(max_length=255)
+    created_at = FloatField()
+
+    class Meta:
+        indexes = ((("job", "seq"), True),)
+
+
+class AuditLog(BaseModel):
+    """Append-only record of human and policy decisions (job-level, token-level)."""
+
+    id = AutoField()
+    tenant = CharField(max_length=128, index=True)
+    job = ForeignKeyField(Job, null=True, on_delete="CASCADE", index=True)
+    actor = CharField(max_length=255)
+    action = CharField(max_length=64)
+    detail = JSONText(null=True)
+    created_at = FloatField()
+
+
+ALL_MODELS = [ApiToken, Job, Lease, Operation, OperationEvent, Checkpoint, AuditLog]
+
+
+def create_schema():
+    """Idempotent: creates missing tables and indexes, leaves existing data alone."""
+    with db.connection_context():
+        db.create_tables(ALL_MODELS, safe=True)

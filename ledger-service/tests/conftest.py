@@ -1,0 +1,97 @@
+"""Fixtures: the same contract suite runs on SQLite and on PostgreSQL.
+
+PostgreSQL: one database per test session (unique name, dropped at the end), tables emptied
+between tests. It is never skipped: if the local server is missing the suite fails, because
+operators run the ledger on PostgreSQL at scale.
+"""
+
+import os
+import uuid
+
+import psycopg2
+import pytest
+
+from durable_ledger.api import create_app
+from durable_ledger.auth import Principal, _cache
+from durable_ledger.config import Config
+from durable_ledger.db import db, init_database
+from durable_ledger.models import ALL_MODELS, create_schema
+
+PG_ADMIN_DSN = os.environ.get("DURABLE_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
+TOKENS = "acme:runner:runner-token,acme:editor:editor-token,acme:approver:approver-token,acme:admin:admin-token,other:runner:other-token"
+
+
+def _pg_admin():
+    conn = psycopg2.connect(PG_ADMIN_DSN)
+    conn.autocommit = True
+    return conn
+
+
+@pytest.fixture(scope="session")
+def pg_url():
+    name = f"durable_test_{uuid.uuid4().hex[:10]}"
+    conn = _pg_admin()
+    with conn.cursor() as cur:
+        cur.execute(f'CREATE DATABASE "{name}"')
+    conn.close()
+    base = PG_ADMIN_DSN.rsplit("/", 1)[0]
+    yield f"{base}/{name}"
+    if db.obj is not None:
+        db.close() if not db.is_closed() else None
+        if hasattr(db.obj, "close_all"):
+            db.obj.close_all()
+    conn = _pg_admin()
+    with conn.cursor() as cur:
+        cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    conn.close()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend(request, tmp_path):
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'ledger.db'}"
+    return request.getfixturevalue("pg_url")
+
+
+@pytest.fixture
+def database(backend):
+    init_database(backend)
+    create_schema()
+    _cache.clear()
+    with db.connection_context():
+        for model in reversed(ALL_MODELS):
+            model.delete().execute()
+    yield backend
+    if not db.is_closed():
+        db.close()
+
+
+@pytest.fixture
+def app(database):
+    cfg = Config(database_url=database, bootstrap_tokens=TOKENS, log_level="WARNING")
+    application = create_app(cfg)
+    application.testing = True
+    return application
+
+
+@pytest.fixture
+def client(app):
+    return app.test_client()
+
+
+def auth(token="runner-token"):
+    return {"Authorization": f"Bearer {token}"}
+
+
+@pytest.fixture
+def runner():
+    return Principal("acme", "runner", "test")
+
+
+@pytest.fixture
+def conn(database):
+    """An open connection for core-level tests."""
+    db.connect(reuse_if_open=True)
+    yield
+    if not db.is_closed():
+        db.close()
