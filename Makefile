@@ -6,7 +6,7 @@ PIP := $(VENV)/bin/pip
 export DURABLE_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/durable-steps
 
 .PHONY: setup run test test-ledger lint clean
-TEST_TARGETS := test-ledger
+TEST_TARGETS := lint test-ledger
 
 setup: $(VENV)/.installed
 
@@ -24,7 +24,7 @@ test-ledger: setup
 	cd ledger-service && $(PY) -m pytest -q tests
 
 lint: setup
-	$(PY) -m pyflakes ledger-service/durable_ledger ledger-service/tests tests 2>/dev/null || $(PY) -m compileall -q ledger-service/durable_ledger
+	$(VENV)/bin/ruff check --quiet --select F,E9,B006,B008 --target-version py311 ledger-service tests stack
 
 -include mk/*.mk
 

@@ -1,4 +1,5 @@
-"""Persistence schema (peewee). Times are epoch seconds (float) so that comparisons in SQL
+"""Persistence schema (peewee). Times are epoch seconds (double precision: peewee's FloatField
+is a 4-byte REAL on PostgreSQL and would round them to minutes) so that comparisons in SQL
 behave the same on SQLite and PostgreSQL; the API renders them as ISO 8601.
 """
 
@@ -8,7 +9,7 @@ from peewee import (
     AutoField,
     BooleanField,
     CharField,
-    FloatField,
+    DoubleField,
     ForeignKeyField,
     IntegerField,
     Model,
@@ -45,8 +46,8 @@ class ApiToken(BaseModel):
     token_hash = CharField(max_length=64, unique=True)
     name = CharField(max_length=128, null=True)
     sites = TextField(null=True)  # comma-separated site profiles; NULL = every site
-    created_at = FloatField()
-    revoked_at = FloatField(null=True)
+    created_at = DoubleField()
+    revoked_at = DoubleField(null=True)
 
 
 class Job(BaseModel):
@@ -63,11 +64,11 @@ class Job(BaseModel):
     checkpoint = JSONText(null=True)
     budgets = JSONText(null=True)
     tool_calls = IntegerField(default=0)
-    cost = FloatField(default=0.0)
+    cost = DoubleField(default=0.0)
     resume_attempts = IntegerField(default=0)
     policy_hash = CharField(max_length=128, null=True)
-    created_at = FloatField()
-    updated_at = FloatField()
+    created_at = DoubleField()
+    updated_at = DoubleField()
 
     class Meta:
         indexes = ((("tenant", "job_id"), True), (("tenant", "status", "updated_at"), False))
@@ -80,8 +81,8 @@ class Lease(BaseModel):
     job = ForeignKeyField(Job, unique=True, on_delete="CASCADE")
     owner = CharField(max_length=255)
     fencing_token = IntegerField()
-    expires_at = FloatField()
-    acquired_at = FloatField()
+    expires_at = DoubleField()
+    acquired_at = DoubleField()
 
 
 class Operation(BaseModel):
@@ -103,8 +104,8 @@ class Operation(BaseModel):
     receipt = JSONText(null=True)
     last_error = JSONText(null=True)
     request_summary = JSONText(null=True)
-    created_at = FloatField()
-    updated_at = FloatField()
+    created_at = DoubleField()
+    updated_at = DoubleField()
 
     class Meta:
         indexes = (
@@ -125,7 +126,7 @@ class OperationEvent(BaseModel):
     actor = CharField(max_length=255)
     fencing_token = IntegerField(null=True)
     detail = JSONText(null=True)
-    created_at = FloatField()
+    created_at = DoubleField()
 
 
 class Checkpoint(BaseModel):
@@ -137,7 +138,7 @@ class Checkpoint(BaseModel):
     body = JSONText()
     fencing_token = IntegerField()
     actor = CharField(max_length=255)
-    created_at = FloatField()
+    created_at = DoubleField()
 
     class Meta:
         indexes = ((("job", "seq"), True),)
@@ -152,7 +153,7 @@ class AuditLog(BaseModel):
     actor = CharField(max_length=255)
     action = CharField(max_length=64)
     detail = JSONText(null=True)
-    created_at = FloatField()
+    created_at = DoubleField()
 
 
 ALL_MODELS = [ApiToken, Job, Lease, Operation, OperationEvent, Checkpoint, AuditLog]

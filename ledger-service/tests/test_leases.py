@@ -1,0 +1,72 @@
+"""Leases: acquisition, takeover, renewal, release; tokens only grow."""
+
+import pytest
+
+from durable_ledger.core import jobs, leases
+from durable_ledger.errors import JobNotFound, LeaseHeld, LeaseLost, ValidationFailed
+from durable_ledger.models import AuditLog, Lease
+
+
+@pytest.fixture
+def job(conn):
+    jobs.create_or_get_job("acme", "job-1")
+
+
+def test_acquire_first_lease_gets_token_one(job):
+    _, lease = leases.acquire_lease("acme", "job-1", "w1", 30, now=1000)
+    assert (lease.owner, lease.fencing_token, lease.expires_at) == ("w1", 1, 1030)
+
+
+def test_same_owner_reacquires_keeps_token_and_extends(job):
+    leases.acquire_lease("acme", "job-1", "w1", 30, now=1000)
+    _, lease = leases.acquire_lease("acme", "job-1", "w1", 30, now=1010)
+    assert lease.fencing_token == 1 and lease.expires_at == 1040
+
+
+def test_other_owner_refused_while_live(job):
+    leases.acquire_lease("acme", "job-1", "w1", 30, now=1000)
+    with pytest.raises(LeaseHeld) as exc:
+        leases.acquire_lease("acme", "job-1", "w2", 30, now=1010)
+    assert exc.value.details["owner"] == "w1"
+    assert exc.value.http_status == 409
+
+
+def test_expired_lease_taken_over_with_larger_token(job):
+    leases.acquire_lease("acme", "job-1", "w1", 30, now=1000)
+    _, lease = leases.acquire_lease("acme", "job-1", "w2", 30, now=1031)
+    assert (lease.owner, lease.fencing_token) == ("w2", 2)
+    assert AuditLog.select().where(AuditLog.action == "lease_acquired").count() == 2
+
+
+def test_explicit_takeover_of_live_lease(job):
+    leases.acquire_lease("acme", "job-1", "w1", 30, now=1000)
+    _, lease = leases.acquire_lease("acme", "job-1", "w2", 30, takeover=True, now=1001)
+    assert lease.fencing_token == 2
+    assert AuditLog.select().where(AuditLog.action == "lease_taken_over").count() == 1
+
+
+def test_renew_by_holder_and_refused_after_takeover(job):
+    leases.acquire_lease("acme", "job-1", "w1", 30, now=1000)
+    _, lease = leases.renew_lease("acme", "job-1", "w1", 1, 60, now=1020)
+    assert lease.expires_at == 1080
+    leases.acquire_lease("acme", "job-1", "w2", 30, takeover=True, now=1021)
+    with pytest.raises(LeaseLost):
+        leases.renew_lease("acme", "job-1", "w1", 1, 60, now=1022)
+
+
+def test_release_keeps_high_water_mark(job):
+    leases.acquire_lease("acme", "job-1", "w1", 30, now=1000)
+    leases.release_lease("acme", "job-1", "w1", 1, now=1001)
+    _, lease = leases.acquire_lease("acme", "job-1", "w2", 30, now=1002)
+    assert lease.fencing_token == 2
+    with pytest.raises(LeaseLost):
+        leases.release_lease("acme", "job-1", "w1", 1)
+
+
+def test_ttl_bounds_and_missing_job(conn):
+    jobs.create_or_get_job("acme", "job-1")
+    with pytest.raises(ValidationFailed):
+        leases.acquire_lease("acme", "job-1", "w1", 0)
+    with pytest.raises(JobNotFound):
+        leases.acquire_lease("acme", "nope", "w1", 30)
+    assert Lease.select().count() == 0
