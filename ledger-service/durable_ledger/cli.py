@@ -98,6 +98,9 @@ def build_parser():
     pserve = proxy.add_parser("serve", help="run the publishing proxy under gunicorn")
     _serve_args(pserve, 8788)
     pserve.set_defaults(func=cmd_proxy_serve)
+    from .agents.cli import register as register_agents
+
+    register_agents(sub)
     return parser
 
 

@@ -161,5 +161,7 @@ ALL_MODELS = [ApiToken, Job, Lease, Operation, OperationEvent, Checkpoint, Audit
 
 def create_schema():
     """Idempotent: creates missing tables and indexes, leaves existing data alone."""
+    from .agents.models import AGENT_MODELS
+
     with db.connection_context():
-        db.create_tables(ALL_MODELS, safe=True)
+        db.create_tables(ALL_MODELS + AGENT_MODELS, safe=True)

@@ -1,0 +1,1 @@
+"""OpenAI Agents API session control (issue: session state rebuild, receipts, follow-ups, webhooks)."""

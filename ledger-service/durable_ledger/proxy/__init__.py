@@ -1,0 +1,75 @@
+"""The WordPress publishing proxy: a second Flask app in durable_ledger.
+
+It holds the WordPress application passwords (n8n and agents never do), carries operation key,
+job id and fencing token through to WordPress, reads every write back and answers the ledger
+reconciler's lookups. Callers authenticate with ledger tokens; each token may be limited to a
+set of site profiles. See docs/proxy.md.
+"""
+from __future__ import annotations
+
+import logging
+import os
+
+from flask import Flask
+
+from ..config import Config
+from ..db import db, init_database, is_sqlite
+from .sites import SiteRegistry, load_sites
+
+log = logging.getLogger("durable_ledger.proxy")
+
+
+def _ledger_authenticator(cfg: Config):
+    """Tokens live in the ledger database; bind it (bootstrap tokens too) and use durable_ledger.auth."""
+    from ..auth import authenticate, load_bootstrap_tokens
+    from ..models import create_schema
+
+    init_database(cfg.database_url)
+    create_schema()
+    if cfg.bootstrap_tokens:
+        with db.connection_context():
+            load_bootstrap_tokens(cfg.bootstrap_tokens)
+    return lambda raw: authenticate(raw, cfg.token_cache_ttl_s)
+
+
+def create_proxy_app(config: dict | None = None) -> Flask:
+    """Defaults, then the environment, then `config` overrides (tests).
+
+    config keys: sites ({name: {url, user, app_password}} or SiteProfile), ledger (a Config),
+    authenticate (callable raw_token -> Principal), connect_timeout, read_timeout, max_media_bytes.
+    """
+    config = dict(config or {})
+    env = os.environ
+    ledger_cfg = config.get("ledger") or Config.from_env()
+    sites = config["sites"] if "sites" in config else load_sites(env)
+    app = Flask(__name__)
+    app.json.sort_keys = False
+    app.config["PROXY_SITES"] = SiteRegistry(
+        sites,
+        connect_timeout=float(config.get("connect_timeout", env.get("DURABLE_PROXY_CONNECT_TIMEOUT", 5))),
+        read_timeout=float(config.get("read_timeout", env.get("DURABLE_PROXY_READ_TIMEOUT", 30))),
+    )
+    app.config["PROXY_MAX_MEDIA_BYTES"] = int(config.get("max_media_bytes",
+                                                         env.get("DURABLE_PROXY_MAX_MEDIA_BYTES", 25 * 2**20)))
+    authenticate = config.get("authenticate")
+    if authenticate is None:
+        authenticate = _ledger_authenticator(ledger_cfg)
+
+        @app.before_request
+        def _connect():
+            db.connect(reuse_if_open=True)
+
+        @app.teardown_request
+        def _close(_exc):
+            if not is_sqlite() and not db.is_closed():
+                db.close()
+
+    app.config["PROXY_AUTHENTICATE"] = authenticate
+
+    from ..api.service import register_error_handlers
+    from .views import bp
+
+    app.register_blueprint(bp)
+    register_error_handlers(app)
+    log.info("publishing proxy ready; sites: %s", ", ".join(app.config["PROXY_SITES"].names()) or "(none)")
+    return app

@@ -1,0 +1,87 @@
+"""WordPress site profiles for the publishing proxy.
+
+Sources, later ones win on name clashes:
+1. `WORDPRESS_URL`, `WORDPRESS_USER`, `WORDPRESS_APP_PASSWORD` -> the profile `default`.
+2. `DURABLE_PROXY_SITES`: path of a JSON file `{"test": {"url", "user", "app_password"}, ...}`.
+3. `WORDPRESS_SITES`: the same JSON inline.
+A profile may name an environment variable instead of holding the secret:
+`{"url": ..., "user": ..., "app_password_env": "WP_PROD_APP_PASSWORD"}` keeps the file secret-free.
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+
+from ..wordpress_client import WordPressClient
+
+
+@dataclass(frozen=True)
+class SiteProfile:
+    name: str
+    url: str
+    user: str
+    app_password: str = field(repr=False)  # never in repr, logs or responses
+
+    def public(self) -> dict:
+        return {"name": self.name, "url": self.url}
+
+
+def _profile(name: str, spec: dict, env) -> SiteProfile:
+    password = spec.get("app_password")
+    if password is None and spec.get("app_password_env"):
+        password = env.get(spec["app_password_env"])
+    missing = [k for k, v in (("url", spec.get("url")), ("user", spec.get("user")), ("app_password", password)) if not v]
+    if missing:
+        raise ValueError(f"WordPress site profile '{name}' lacks {', '.join(missing)}")
+    return SiteProfile(name, spec["url"].rstrip("/"), spec["user"], password)
+
+
+def load_sites(env=None) -> dict[str, SiteProfile]:
+    env = os.environ if env is None else env
+    specs: dict[str, dict] = {}
+    if env.get("WORDPRESS_URL"):
+        specs["default"] = {"url": env.get("WORDPRESS_URL"), "user": env.get("WORDPRESS_USER"),
+                            "app_password": env.get("WORDPRESS_APP_PASSWORD")}
+    if env.get("DURABLE_PROXY_SITES"):
+        with open(env["DURABLE_PROXY_SITES"], encoding="utf-8") as f:
+            specs.update(json.load(f))
+    if env.get("WORDPRESS_SITES"):
+        specs.update(json.loads(env["WORDPRESS_SITES"]))
+    return {name: _profile(name, spec, env) for name, spec in specs.items()}
+
+
+class SiteRegistry:
+    """Profiles plus one WordPressClient (one requests.Session) per site, made on first use."""
+
+    PLUGIN_TTL_S = 60.0  # how long a plugin detection result is trusted
+
+    def __init__(self, sites: dict, connect_timeout: float = 5.0, read_timeout: float = 30.0):
+        self.sites = {n: (s if isinstance(s, SiteProfile) else _profile(n, s, os.environ)) for n, s in sites.items()}
+        self.connect_timeout = connect_timeout
+        self.read_timeout = read_timeout
+        self._clients: dict[str, WordPressClient] = {}
+        self._plugin: dict[str, tuple[bool, float]] = {}
+        self._lock = threading.Lock()
+
+    def names(self) -> list[str]:
+        return sorted(self.sites)
+
+    def client(self, name: str) -> WordPressClient:
+        with self._lock:
+            if name not in self._clients:
+                p = self.sites[name]
+                self._clients[name] = WordPressClient(p.url, p.user, p.app_password,
+                                                      connect_timeout=self.connect_timeout,
+                                                      read_timeout=self.read_timeout)
+            return self._clients[name]
+
+    def has_plugin(self, name: str) -> bool:
+        hit = self._plugin.get(name)
+        if hit and time.monotonic() - hit[1] < self.PLUGIN_TTL_S:
+            return hit[0]
+        present = self.client(name).plugin_status() is not None
+        self._plugin[name] = (present, time.monotonic())
+        return present

@@ -1,0 +1,156 @@
+"""Publishing proxy routes. Thin: parse, check the token's site rights, call the client, shape."""
+from __future__ import annotations
+
+import logging
+
+import requests
+from flask import Blueprint, current_app, g, jsonify, request
+from marshmallow import ValidationError
+
+from .. import __version__
+from ..auth import bearer_from_header
+from ..errors import MalformedJson, SiteNotAllowed, ValidationFailed
+from ..wordpress_client import seo_meta
+from .errors import SiteNotFound, WordPressUnavailable
+from .media import media_bytes
+from .schemas import DraftSchema, MediaSchema, SeoUpdateSchema
+
+log = logging.getLogger("durable_ledger.proxy")
+bp = Blueprint("proxy", __name__)
+
+POST_FIELDS = ("id", "status", "link", "title", "excerpt", "featured_media", "categories", "tags", "meta", "date_gmt")
+MEDIA_FIELDS = ("id", "status", "source_url", "title", "alt_text", "caption", "mime_type", "post")
+
+
+def _registry():
+    return current_app.config["PROXY_SITES"]
+
+
+def _site(name: str, *roles: str):
+    """Authenticate, authorise the site, return its client. 403 before 404: no site enumeration."""
+    raw = bearer_from_header(request.headers.get("Authorization"))
+    principal = current_app.config["PROXY_AUTHENTICATE"](raw)
+    principal.require(*roles)
+    if not principal.may_use_site(name):
+        raise SiteNotAllowed(f"this token may not use the WordPress site '{name}'", {"site": name})
+    if name not in _registry().sites:
+        raise SiteNotFound(f"no WordPress site profile '{name}'", {"site": name})
+    g.principal = principal
+    return _registry().client(name)
+
+
+def _load(schema, data):
+    try:
+        return schema.load(data)
+    except ValidationError as exc:
+        raise ValidationFailed("invalid request body", exc.messages) from exc
+
+
+def _json_body():
+    body = request.get_json(silent=True)
+    if not isinstance(body, dict):
+        raise MalformedJson("the request body must be a JSON object")
+    return body
+
+
+def _plugin(name: str) -> bool:
+    try:
+        return _registry().has_plugin(name)
+    except requests.RequestException as exc:
+        raise WordPressUnavailable(f"WordPress site '{name}' is unreachable", {"site": name}) from exc
+    except PermissionError as exc:
+        raise WordPressUnavailable(str(exc), {"site": name}) from exc
+
+
+def _answer(site, kind, key, result, plugin, fields):
+    obj = result.body or {}
+    body = {
+        "site": site, "operation_key": key, "outcome": result.outcome, "http_status": result.http_status,
+        "remote_id": result.remote_id, "replayed": result.replayed, "retryable": result.retryable,
+        "error": result.error, kind: {k: obj.get(k) for k in fields if k in obj} if result.remote_id else None,
+        "verification": result.verification, "verified": result.verified if result.verification else None,
+        "plugin": plugin, "idempotent": plugin,
+    }
+    log.info("write site=%s kind=%s key=%s outcome=%s http=%s id=%s replayed=%s verified=%s",
+             site, kind, key, result.outcome, result.http_status, result.remote_id, result.replayed,
+             body["verified"])
+    return jsonify(body)
+
+
+@bp.get("/health")
+def health():
+    return jsonify({"status": "ok", "service": "publishing-proxy", "version": __version__,
+                    "sites": _registry().names()})
+
+
+@bp.post("/v1/sites/<site>/drafts")
+def create_draft(site):
+    client = _site(site, "runner")
+    data = _load(DraftSchema(), _json_body())
+    fields = {k: data[k] for k in ("title", "content", "excerpt", "featured_media", "categories", "tags")
+              if data.get(k) is not None}
+    meta = seo_meta(data.get("seo"), data["seo_plugins"])
+    if meta:
+        fields["meta"] = meta
+    plugin = _plugin(site)
+    result = client.create_post(fields, operation_key=data["operation_key"], job_id=data["job_id"],
+                                fencing_token=data["fencing_token"])
+    return _answer(site, "post", data["operation_key"], result, plugin, POST_FIELDS)
+
+
+@bp.post("/v1/sites/<site>/media")
+def upload_media(site):
+    client = _site(site, "runner")
+    upload = request.files.get("file")
+    raw = request.form.to_dict() if upload is not None or request.form else _json_body()
+    data = _load(MediaSchema(), raw)
+    cfg = current_app.config
+    content, filename, mime = media_bytes(data, upload, cfg["PROXY_MAX_MEDIA_BYTES"], client.timeout)
+    plugin = _plugin(site)
+    extra = {k: data[k] for k in ("alt_text", "title", "caption", "description") if data.get(k) is not None}
+    result = client.upload_media(content, filename, mime, extra, operation_key=data["operation_key"],
+                                 job_id=data["job_id"], fencing_token=data["fencing_token"])
+    return _answer(site, "media", data["operation_key"], result, plugin, MEDIA_FIELDS)
+
+
+@bp.post("/v1/sites/<site>/posts/<int:post_id>/seo")
+def update_seo(site, post_id):
+    client = _site(site, "runner")
+    data = _load(SeoUpdateSchema(), _json_body())
+    plugin = _plugin(site)
+    result = client.update_post(post_id, {"meta": seo_meta(data["seo"], data["seo_plugins"])},
+                                job_id=data["job_id"], fencing_token=data["fencing_token"])
+    return _answer(site, "post", data.get("operation_key"), result, plugin, POST_FIELDS)
+
+
+@bp.get("/v1/sites/<site>/operations/<path:key>")
+def lookup_operation(site, key):
+    """Reconciler's question: did this operation's write land? Degraded mode never claims a key match."""
+    client = _site(site, "runner", "editor")
+    try:
+        if _plugin(site):
+            found = client.lookup_operation(key)
+            return jsonify({**found, "site": site, "plugin": True,
+                            "match": "operation_key" if found.get("found") else None})
+        title = request.args.get("title")
+        candidates = client.find_by_title(title) if title else []
+    except (requests.RequestException, LookupError) as exc:
+        raise WordPressUnavailable(f"lookup on '{site}' failed: {exc}", {"site": site}) from exc
+    return jsonify({"site": site, "plugin": False, "key": key, "found": False, "match": "title" if title else None,
+                    "candidates": candidates,
+                    "message": "durable-ops plugin missing: results matched by title only, never by key"})
+
+
+@bp.get("/v1/sites/<site>/jobs/<path:job_id>")
+def lookup_job(site, job_id):
+    client = _site(site, "runner", "editor")
+    try:
+        if _plugin(site):
+            return jsonify({**client.lookup_job(job_id), "site": site, "plugin": True})
+        title = request.args.get("title")
+        candidates = client.find_by_title(title) if title else []
+    except (requests.RequestException, LookupError) as exc:
+        raise WordPressUnavailable(f"lookup on '{site}' failed: {exc}", {"site": site}) from exc
+    return jsonify({"site": site, "plugin": False, "job_id": job_id, "objects": [], "candidates": candidates,
+                    "match": "title" if title else None,
+                    "message": "durable-ops plugin missing: results matched by title only, never by job"})
