@@ -35,6 +35,36 @@ def cmd_token_create(args, cfg):
         print(create_token(args.tenant, args.role, name=args.name, sites=sites))
 
 
+def cmd_report(args, cfg):
+    from .core.report import job_report
+    from .db import db
+    from .errors import LedgerError
+
+    _bind(cfg)
+    with db.connection_context():
+        try:
+            print(json.dumps(job_report(args.tenant, args.job_id), indent=2))
+        except LedgerError as exc:
+            raise ValueError(exc.message) from exc
+
+
+def parse_duration(text):
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    text = text.strip().lower()
+    if text[-1:] in units:
+        return float(text[:-1]) * units[text[-1]]
+    return float(text)
+
+
+def cmd_prune(args, cfg):
+    from .core.retention import prune
+    from .db import db
+
+    _bind(cfg)
+    with db.connection_context():
+        print(json.dumps(prune(parse_duration(args.older_than))))
+
+
 def _gunicorn(app_factory, host, port, workers, threads, timeout):
     from gunicorn.app.base import BaseApplication
 
@@ -98,6 +128,14 @@ def build_parser():
     pserve = proxy.add_parser("serve", help="run the publishing proxy under gunicorn")
     _serve_args(pserve, 8788)
     pserve.set_defaults(func=cmd_proxy_serve)
+    rep = sub.add_parser("report", help="print a job's report (completed / failed / unknown / pending human)")
+    rep.add_argument("job_id")
+    rep.add_argument("--tenant", required=True)
+    rep.set_defaults(func=cmd_report)
+    prune = sub.add_parser("prune", help="delete terminal operations older than a window (never in-flight ones)")
+    prune.add_argument("--older-than", default=os.environ.get("DURABLE_RETENTION", "30d"),
+                       help="e.g. 30d, 12h, 3600 (seconds); default 30d or DURABLE_RETENTION")
+    prune.set_defaults(func=cmd_prune)
     from .agents.cli import register as register_agents
 
     register_agents(sub)

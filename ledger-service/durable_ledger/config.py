@@ -18,6 +18,7 @@ class Config:
     token_cache_ttl_s: float = 30.0
     default_lease_ttl_s: int = 120
     default_max_attempts: int = 3
+    backoff_base_s: float = 1.0
     proxy_url: str = ""
     proxy_token: str = ""
     extra: dict = field(default_factory=dict)
@@ -37,6 +38,7 @@ class Config:
             token_cache_ttl_s=float(env.get("DURABLE_TOKEN_CACHE_TTL_S", "30")),
             default_lease_ttl_s=int(env.get("DURABLE_LEASE_TTL_S", "120")),
             default_max_attempts=int(env.get("DURABLE_MAX_ATTEMPTS", "3")),
+            backoff_base_s=float(env.get("DURABLE_BACKOFF_BASE_S", "1.0")),
             proxy_url=env.get("DURABLE_PROXY_URL", ""),
             proxy_token=env.get("DURABLE_PROXY_TOKEN", ""),
         )
@@ -47,6 +49,10 @@ class Config:
 
         parts = urlsplit(self.database_url)
         netloc = parts.netloc
+        if not netloc:
+            return {"database_url": self.database_url, "log_level": self.log_level,
+                    "bootstrap_tokens": len([t for t in self.bootstrap_tokens.split(",") if t.strip()]),
+                    "proxy_url": self.proxy_url or None}
         if "@" in netloc:
             creds, host = netloc.rsplit("@", 1)
             user = creds.split(":", 1)[0]

@@ -156,7 +156,30 @@ class AuditLog(BaseModel):
     created_at = DoubleField()
 
 
-ALL_MODELS = [ApiToken, Job, Lease, Operation, OperationEvent, Checkpoint, AuditLog]
+class Approval(BaseModel):
+    """An approver's yes, bound to exactly one version, action, content digest and target."""
+
+    id = AutoField()
+    tenant = CharField(max_length=128)
+    job = ForeignKeyField(Job, on_delete="CASCADE")
+    task_version = IntegerField()
+    action = CharField(max_length=255)
+    content_digest = CharField(max_length=64)
+    target = CharField(max_length=255)
+    policy_hash = CharField(max_length=128, null=True)
+    expires_at = DoubleField()
+    approved_by = CharField(max_length=255)
+    note = TextField(null=True)
+    created_at = DoubleField()
+    revoked_at = DoubleField(null=True)
+    revoked_by = CharField(max_length=255, null=True)
+    used_at = DoubleField(null=True)
+
+    class Meta:
+        indexes = ((("job", "task_version", "action"), False),)
+
+
+ALL_MODELS = [ApiToken, Job, Lease, Operation, OperationEvent, Checkpoint, AuditLog, Approval]
 
 
 def create_schema():

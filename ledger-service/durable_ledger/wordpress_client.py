@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from dataclasses import asdict, dataclass, field
-from urllib.parse import quote, urlencode
+from urllib.parse import urlencode
 
 import requests
 from requests.adapters import HTTPAdapter
@@ -153,6 +153,12 @@ class WordPressClient:
                 return self._not_sent("connect_failed", exc)
             return WriteResult("unknown", error={"kind": "connection_reset", "code": None,
                                                   "message": "connection dropped after the request was sent"})
+        except requests.exceptions.ChunkedEncodingError:
+            return WriteResult("unknown", error={"kind": "connection_reset", "code": None,
+                                                  "message": "the answer was cut off"})
+        except requests.RequestException as exc:
+            # Anything else: we cannot prove the request did not reach WordPress.
+            return WriteResult("unknown", error={"kind": "transport", "code": None, "message": type(exc).__name__})
 
     @staticmethod
     def _not_sent(kind, exc) -> WriteResult:
@@ -265,13 +271,13 @@ class WordPressClient:
         return None
 
     def lookup_operation(self, key: str) -> dict:
-        status, body = self._get_json("/durable/v1/operations/" + quote(key, safe=""))
+        status, body = self._get_json("/durable/v1/operations/" + key)  # urlencode() in rest() escapes it once
         if status != 200:
             raise LookupError(f"lookup by key answered {status}")
         return body
 
     def lookup_job(self, job_id: str) -> dict:
-        status, body = self._get_json("/durable/v1/jobs/" + quote(job_id, safe=""))
+        status, body = self._get_json("/durable/v1/jobs/" + job_id)
         if status != 200:
             raise LookupError(f"lookup by job answered {status}")
         return body

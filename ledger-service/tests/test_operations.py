@@ -208,9 +208,12 @@ def test_requires_approval_halts_and_records_intent(job, runner):
     out = _begin(runner, job, action="publish", requires_approval=True)
     assert (out["decision"], out["reason"]) == ("halt", "approval_required")
     assert Operation.get().state == S.PREPARED
-    # An approval hook that says yes lets the prepared operation dispatch.
-    out = _begin(runner, job, action="publish", requires_approval=True,
-                 approval_check=lambda *a: True)
+    # A live approval bound to this version, action, digest and target lets it dispatch.
+    from durable_ledger.core import approvals
+
+    approver = Principal("acme", "approver", "ed")
+    approvals.grant(approver, "job-1", 1, "publish", request_digest(PAYLOAD), "site:test", "2999-01-01T00:00:00Z")
+    out = _begin(runner, job, action="publish", requires_approval=True, target="site:test")
     assert out["decision"] == "dispatch" and Operation.get().state == S.SENT
 
 

@@ -37,12 +37,13 @@ def create_app(config=None, init_schema=True):
         if not is_sqlite() and not db.is_closed():
             db.close()
 
-    from . import agents, jobs, operations, service
+    from . import agents, approvals, jobs, operations, service
 
     app.register_blueprint(service.bp)
     app.register_blueprint(jobs.bp)
     app.register_blueprint(operations.bp)
     app.register_blueprint(agents.bp)
+    app.register_blueprint(approvals.bp)
     service.register_error_handlers(app)
     log.info("ledger app ready %s", cfg.redacted())
     return app

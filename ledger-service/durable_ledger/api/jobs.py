@@ -2,7 +2,7 @@
 
 from flask import Blueprint, jsonify, request
 
-from ..core import checkpoints, jobs, leases
+from ..core import checkpoints, jobs, leases, lifecycle, report, resume
 from ..core import operations as ops
 from ..core import states as S
 from ..core.render import checkpoint_dict, iso, job_dict, lease_dict, operation_dict
@@ -93,3 +93,33 @@ def list_checkpoints(job_id):
     who = principal()
     return jsonify({"checkpoints": [checkpoint_dict(cp) for cp in checkpoints.list_checkpoints(who.tenant, job_id)],
                     "generated_at": iso(None)})
+
+
+@bp.post("/<job_id>/cancel")
+def cancel(job_id):
+    who = principal().require("runner", "editor", "approver")
+    body = schemas.load(schemas.CancelSchema, request)
+    return jsonify(lifecycle.cancel_job(who, job_id, body["reason"]))
+
+
+@bp.post("/<job_id>/reauthorize")
+def reauthorize(job_id):
+    who = principal().require("approver")
+    body = schemas.load(schemas.ReauthorizeSchema, request)
+    job = lifecycle.reauthorize(who, job_id, body["policy_hash"], body["note"])
+    return jsonify(job_dict(job, Lease.get_or_none(Lease.job == job.id)))
+
+
+@bp.post("/<job_id>/resume")
+def resume_job(job_id):
+    who = principal().require("runner")
+    b = schemas.load(schemas.ResumeSchema, request)
+    packet = resume.resume_job(who, job_id, b["owner"], b["ttl_s"] or config().default_lease_ttl_s,
+                               b["takeover"], b["artifacts"], b["policy_hash"])
+    return jsonify(packet)
+
+
+@bp.get("/<job_id>/report")
+def job_report(job_id):
+    who = principal()
+    return jsonify(report.job_report(who.tenant, job_id))

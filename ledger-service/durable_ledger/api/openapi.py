@@ -27,6 +27,13 @@ ROUTES = [
     ("post", "/v1/operations/{operation_key}/unknown", "Unknown", "Record an unprovable outcome", "runner"),
     ("post", "/v1/operations/{operation_key}/outcome", "Outcome", "Record a raw outcome; the ledger classifies it", "runner"),
     ("get", "/v1/operations/{operation_key}", None, "Read an operation and its events", "any"),
+    ("post", "/v1/jobs/{job_id}/cancel", "Cancel", "Cancel a job (never reopened)", "runner, editor, approver"),
+    ("post", "/v1/jobs/{job_id}/reauthorize", "Reauthorize", "Lift an authorization or policy halt", "approver"),
+    ("post", "/v1/jobs/{job_id}/resume", "Resume", "Take the lease, check stop conditions, get the recovery packet", "runner"),
+    ("get", "/v1/jobs/{job_id}/report", None, "Job report: completed / failed / unknown / pending human", "any"),
+    ("post", "/v1/approvals", "Approval", "Approve one version + action + content digest + target until expiry", "approver"),
+    ("delete", "/v1/approvals/{approval_id}", None, "Revoke an approval", "approver"),
+    ("get", "/v1/metrics/acceptance", None, "Tenant-wide acceptance counters", "any"),
     ("get", "/health", None, "Liveness and database check; echoes tenant and role with a token", "none"),
     ("get", "/metrics", None, "Prometheus metrics", "none"),
 ]

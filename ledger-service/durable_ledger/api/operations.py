@@ -16,7 +16,8 @@ def begin():
     body = schemas.load(schemas.BeginSchema, request)
     if "payload" not in body:
         body["payload"] = ops._MISSING
-    result = ops.begin(who, default_max_attempts=config().default_max_attempts, **body)
+    cfg = config()
+    result = ops.begin(who, default_max_attempts=cfg.default_max_attempts, backoff_base_s=cfg.backoff_base_s, **body)
     return jsonify(result)
 
 

@@ -107,6 +107,39 @@ class CheckpointSchema(Strict):
     approval_status = fields.String(load_default=None, allow_none=True)
 
 
+class ApprovalSchema(Strict):
+    job_id = fields.String(required=True, validate=_key)
+    task_version = fields.Integer(required=True, validate=validate.Range(min=1))
+    action = fields.String(required=True, validate=_key)
+    content_digest = fields.String(required=True, validate=validate.Regexp(r"^[0-9a-f]{64}$"))
+    target = fields.String(required=True, validate=_key)
+    expires_at = fields.String(required=True)
+    note = fields.String(load_default=None, allow_none=True, validate=validate.Length(max=2000))
+
+
+class CancelSchema(Strict):
+    reason = fields.String(load_default=None, allow_none=True, validate=validate.Length(max=500))
+
+
+class ReauthorizeSchema(Strict):
+    policy_hash = fields.String(load_default=None, allow_none=True, validate=validate.Length(max=128))
+    note = fields.String(load_default=None, allow_none=True, validate=validate.Length(max=2000))
+
+
+class CurrentArtifactSchema(Strict):
+    role = fields.String(required=True, validate=_key)
+    sha256 = fields.String(required=True, validate=validate.Regexp(r"^[0-9a-f]{64}$"))
+    uri = fields.String(load_default=None, allow_none=True)
+
+
+class ResumeSchema(Strict):
+    owner = fields.String(required=True, validate=_key)
+    ttl_s = fields.Integer(load_default=None, validate=validate.Range(min=1, max=86400))
+    takeover = fields.Boolean(load_default=False)
+    artifacts = fields.List(fields.Nested(CurrentArtifactSchema), load_default=list)
+    policy_hash = fields.String(load_default=None, allow_none=True, validate=validate.Length(max=128))
+
+
 def load(schema_cls, request):
     """Parse the request body with ``schema_cls``: 400 for non-JSON, 422 for bad fields."""
     data = request.get_json(silent=True)

@@ -2,10 +2,11 @@
 
 import time
 
-from flask import Blueprint, Response, jsonify, request
+from flask import Blueprint, Response, g, jsonify, request
 
 from .. import __version__
 from ..auth import authenticate, bearer_from_header
+from ..core.audit import record_refusal
 from ..db import db
 from ..errors import LedgerError
 from ..models import Job, Operation
@@ -13,6 +14,9 @@ from .context import config
 from .openapi import spec_dict
 
 bp = Blueprint("service", __name__)
+# Refusals that the acceptance counters report (unauthorized side effects, bad checkpoints).
+COUNTED_REFUSALS = {"stale_fencing_token", "forbidden", "site_not_allowed", "phase_skipped",
+                    "precondition_failed", "secret_in_checkpoint", "unknown_phase", "digest_mismatch"}
 _started = time.time()
 
 
@@ -46,6 +50,15 @@ def metrics():
     lines += ["# HELP durable_jobs Jobs by status.", "# TYPE durable_jobs gauge"]
     for status, count in Job.select(Job.status, fn.COUNT(Job.id)).group_by(Job.status).tuples():
         lines.append(f'durable_jobs{{status="{status}"}} {count}')
+    from ..core.audit import REFUSAL_PREFIX
+    from ..models import AuditLog
+
+    lines += ["# HELP durable_refusals_total Side effects and checkpoints the ledger refused, by code.",
+              "# TYPE durable_refusals_total counter"]
+    for tenant, action, count in (AuditLog.select(AuditLog.tenant, AuditLog.action, fn.COUNT(AuditLog.id))
+                                  .where(AuditLog.action.startswith(REFUSAL_PREFIX))
+                                  .group_by(AuditLog.tenant, AuditLog.action).tuples()):
+        lines.append(f'durable_refusals_total{{tenant="{tenant}",code="{action[len(REFUSAL_PREFIX):]}"}} {count}')
     return Response("\n".join(lines) + "\n", mimetype="text/plain; version=0.0.4")
 
 
@@ -57,6 +70,9 @@ def openapi():
 def register_error_handlers(app):
     @app.errorhandler(LedgerError)
     def _ledger_error(exc):
+        if exc.code in COUNTED_REFUSALS and "principal" in g:
+            record_refusal(g.principal.tenant, None, g.principal.actor, exc.code,
+                           {"path": request.path, **{k: v for k, v in exc.details.items() if k != "fields"}})
         return jsonify(exc.to_dict()), exc.http_status
 
     @app.errorhandler(404)

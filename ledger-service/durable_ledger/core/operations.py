@@ -22,7 +22,9 @@ from ..errors import (
     ValidationFailed,
 )
 from ..models import AuditLog, Job, Lease, Operation, OperationEvent
+from . import approvals, budgets
 from . import states as S
+from .audit import record_refusal
 from .digest import default_operation_key, request_digest
 from .jobs import get_job_and_lease
 from .leases import check_fence
@@ -69,7 +71,7 @@ def _check_digest(op, digest):
 
 def begin(principal, job_id, action, fencing_token, payload=_MISSING, request_hash=None,
           operation_key=None, target=None, requires_approval=False, default_max_attempts=3,
-          approval_check=None):
+          backoff_base_s=0.0):
     """The gate. Returns a decision dict; persists SENT before answering ``dispatch``."""
     tenant, actor = principal.tenant, principal.actor
     if payload is _MISSING and not request_hash:
@@ -88,16 +90,31 @@ def begin(principal, job_id, action, fencing_token, payload=_MISSING, request_ha
 
     if job.status in ("cancelled", "halted"):
         reason = job.halt_reason or job.status
+        record_refusal(tenant, job.id, actor, "job_" + job.status, {"operation_key": key, "reason": reason})
         if op is None:
             return {"decision": S.HALT, "operation": None, "reason": reason,
                     "message": S.MESSAGES.get(reason, f"job is {job.status}")}
         return _result(S.HALT, op, job_id, reason)
 
-    if requires_approval and (op is None or op.state in (S.PREPARED, S.FAILED)):
-        approved = approval_check(principal, job, action, digest, target) if approval_check else False
-        if not approved:
-            op = op or _prepare(tenant, job, key, action, digest, fencing_token, target, max_attempts, actor)
-            return _result(S.HALT, op, job_id, "approval_required")
+    would_dispatch = op is None or op.state in (S.PREPARED, S.FAILED)
+    if would_dispatch:
+        budget = budgets.exhausted(job)
+        if budget:
+            record_refusal(tenant, job.id, actor, "budget_exhausted", {"budget": budget, "operation_key": key})
+            out = {"decision": S.HALT, "operation": operation_dict(op, job_id) if op else None,
+                   "reason": "budget_exhausted", "budget": budget,
+                   "message": f"the job's {budget} budget is used up; nothing is dispatched"}
+            return out
+        if op is not None and op.state == S.FAILED and op.retryable and op.attempt < op.max_attempts:
+            wait = budgets.backoff_remaining(op.attempt, op.updated_at, backoff_base_s)
+            if wait > 0:
+                return _result(S.HALT, op, job_id, "backoff", retry_after=wait)
+        if approvals.needs_approval(job, action, requires_approval):
+            if approvals.check_and_use(principal, job, action, digest, target) is None:
+                record_refusal(tenant, job.id, actor, "approval_required", {"operation_key": key, "target": target})
+                op = op or _prepare(tenant, job, key, action, digest, fencing_token, target, max_attempts, actor)
+                return _result(S.HALT, op, job_id, "approval_required")
+            requires_approval = True
 
     now = time.time()
     if op is None:
@@ -114,7 +131,7 @@ def begin(principal, job_id, action, fencing_token, payload=_MISSING, request_ha
         if resent is None:  # someone else moved it first; answer from what they left
             return begin(principal, job_id, action, fencing_token, request_hash=digest, operation_key=key,
                          target=target, requires_approval=requires_approval,
-                         default_max_attempts=default_max_attempts, approval_check=approval_check)
+                         default_max_attempts=default_max_attempts, backoff_base_s=backoff_base_s)
         return _result(S.DISPATCH, resent, job_id)
     return _result(decision, op, job_id, reason)
 

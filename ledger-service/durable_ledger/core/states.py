@@ -65,6 +65,8 @@ MESSAGES = {
     "approval_required": "This step needs a live approval bound to this version, content, target and action.",
     "cancelled": "The job was cancelled; nothing is dispatched for it any more.",
     "authorization_revoked": "The remote system refused our credentials; the job is halted until re-authorised.",
+    "policy_changed": "The job's policy (tools, scopes) changed since it was approved; it is halted until re-approved.",
+    "backoff": "The previous attempt failed recently; wait retry_after seconds before the next one.",
 }
 
 

@@ -1,0 +1,100 @@
+"""Approvals bound to content: job + task_version + action + content digest + target + expiry.
+
+A resumed job must never inherit an approval given for another version or another text: the
+match is on all five, and the digest is the same request digest the gate computes for the
+payload that will be sent. So editing the body after approval, bumping the version, pointing
+at another site, or waiting past the expiry all make `begin` answer halt/approval_required.
+"""
+
+import time
+from datetime import datetime, timezone
+
+from ..errors import NotFound, ValidationFailed
+from ..models import Approval
+from .audit import audit
+from .jobs import get_job
+
+# Actions that need an approval whatever the caller says, per pipeline.
+ALWAYS_GATED = {"article": ("publish",)}
+
+
+def needs_approval(job, action, requested):
+    if requested:
+        return True
+    gated = ALWAYS_GATED.get(job.pipeline, ())
+    return any(action == a or action.endswith("." + a) or action.startswith(a + ":") for a in gated)
+
+
+def parse_expiry(value):
+    try:
+        ts = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except (AttributeError, ValueError) as exc:
+        raise ValidationFailed("expires_at must be an ISO 8601 timestamp", {"field": "expires_at"}) from exc
+    if ts.tzinfo is None:
+        ts = ts.replace(tzinfo=timezone.utc)
+    return ts.timestamp()
+
+
+def grant(principal, job_id, task_version, action, content_digest, target, expires_at, note=None, now=None):
+    now = time.time() if now is None else now
+    job = get_job(principal.tenant, job_id)
+    expiry = parse_expiry(expires_at) if isinstance(expires_at, str) else float(expires_at)
+    if expiry <= now:
+        raise ValidationFailed("expires_at is in the past", {"field": "expires_at"})
+    approval = Approval.create(
+        tenant=principal.tenant, job=job.id, task_version=task_version, action=action,
+        content_digest=content_digest, target=target, policy_hash=job.policy_hash, expires_at=expiry,
+        approved_by=principal.actor, note=note, created_at=now,
+    )
+    audit(principal.tenant, job.id, principal.actor, "approval_granted",
+          {"approval_id": approval.id, "task_version": task_version, "action": action,
+           "content_digest": content_digest, "target": target, "expires_at": expiry})
+    return approval
+
+
+def revoke(principal, approval_id, now=None):
+    approval = Approval.get_or_none(Approval.id == approval_id, Approval.tenant == principal.tenant)
+    if approval is None:
+        raise NotFound(f"no approval {approval_id}", {"approval_id": approval_id})
+    if approval.revoked_at is None:
+        Approval.update(revoked_at=now or time.time(), revoked_by=principal.actor).where(
+            Approval.id == approval.id).execute()
+        audit(principal.tenant, approval.job_id, principal.actor, "approval_revoked", {"approval_id": approval.id})
+    return Approval.get_by_id(approval.id)
+
+
+def find_live(job, action, digest, target, now=None):
+    now = time.time() if now is None else now
+    q = (Approval.select().where(
+        Approval.job == job.id, Approval.task_version == job.task_version, Approval.action == action,
+        Approval.content_digest == digest, Approval.revoked_at.is_null(), Approval.expires_at > now)
+        .order_by(Approval.id.desc()))
+    if target is None:
+        q = q.where(Approval.target.is_null(True) | (Approval.target == ""))
+    else:
+        q = q.where(Approval.target == target)
+    for approval in q:
+        # An approval given under another policy (tool allow-list, scopes) is not this one.
+        if approval.policy_hash == job.policy_hash:
+            return approval
+    return None
+
+
+def check_and_use(principal, job, action, digest, target):
+    approval = find_live(job, action, digest, target)
+    if approval is None:
+        return None
+    Approval.update(used_at=time.time()).where(Approval.id == approval.id).execute()
+    audit(principal.tenant, job.id, principal.actor, "approval_used",
+          {"approval_id": approval.id, "action": action, "target": target})
+    return approval
+
+
+def approval_dict(a):
+    from .render import iso
+
+    return {"id": a.id, "job_id": a.job.job_id, "task_version": a.task_version, "action": a.action,
+            "content_digest": a.content_digest, "target": a.target, "policy_hash": a.policy_hash,
+            "expires_at": iso(a.expires_at), "approved_by": a.approved_by, "note": a.note,
+            "created_at": iso(a.created_at), "revoked_at": iso(a.revoked_at), "revoked_by": a.revoked_by,
+            "used_at": iso(a.used_at), "live": a.revoked_at is None and a.expires_at > time.time()}

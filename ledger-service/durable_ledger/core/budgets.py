@@ -1,0 +1,41 @@
+"""Per-job budgets: wall-clock deadline, cost, tool calls, resume attempts; retry backoff."""
+
+import time
+
+
+def exhausted(job, now=None, for_resume=False):
+    """The name of the first exhausted budget, or None."""
+    b = job.budgets or {}
+    now = time.time() if now is None else now
+    if b.get("deadline_s") is not None and now - job.created_at >= float(b["deadline_s"]):
+        return "deadline_s"
+    if b.get("max_cost") is not None and job.cost >= float(b["max_cost"]):
+        return "max_cost"
+    if not for_resume and b.get("max_tool_calls") is not None and job.tool_calls >= int(b["max_tool_calls"]):
+        return "max_tool_calls"
+    if for_resume and b.get("max_resume_attempts") is not None and job.resume_attempts > int(b["max_resume_attempts"]):
+        return "max_resume_attempts"
+    return None
+
+
+def usage(job):
+    b = job.budgets or {}
+    return {
+        "deadline_s": {"limit": b.get("deadline_s"), "used": round(time.time() - job.created_at, 3)},
+        "max_cost": {"limit": b.get("max_cost"), "used": job.cost},
+        "max_tool_calls": {"limit": b.get("max_tool_calls"), "used": job.tool_calls},
+        "max_resume_attempts": {"limit": b.get("max_resume_attempts"), "used": job.resume_attempts},
+    }
+
+
+def backoff_remaining(attempt, failed_at, base_s, cap_s=300.0, now=None):
+    """Seconds to wait before attempt+1 after a retryable failure (0: go now).
+
+    The first retry is immediate (the common case is a one-off validation error fixed by the
+    caller); later ones wait base * 2^(attempt-2), capped.
+    """
+    if base_s <= 0 or attempt < 2:
+        return 0.0
+    wait = min(base_s * (2 ** (attempt - 2)), cap_s)
+    now = time.time() if now is None else now
+    return max(0.0, round(failed_at + wait - now, 3))
