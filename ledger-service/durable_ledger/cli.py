@@ -48,6 +48,26 @@ def cmd_report(args, cfg):
             raise ValueError(exc.message) from exc
 
 
+def cmd_sweep(args, cfg):
+    from .core.sweeper import sweep
+    from .db import db
+    from .reconcile.setup import configure
+
+    _bind(cfg)
+    configure(cfg)
+    while True:
+        with db.connection_context():
+            tally = sweep(parse_duration(args.sent_older_than), parse_duration(args.job_idle), args.limit, args.rate)
+        if not args.verbose:
+            tally.pop("items")
+        print(json.dumps(tally), flush=True)
+        if not args.interval:
+            return
+        import time
+
+        time.sleep(parse_duration(args.interval))
+
+
 def parse_duration(text):
     units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
     text = text.strip().lower()
@@ -136,6 +156,14 @@ def build_parser():
     prune.add_argument("--older-than", default=os.environ.get("DURABLE_RETENTION", "30d"),
                        help="e.g. 30d, 12h, 3600 (seconds); default 30d or DURABLE_RETENTION")
     prune.set_defaults(func=cmd_prune)
+    sw = sub.add_parser("sweep", help="reconcile operations stuck in SENT/UNKNOWN and idle jobs")
+    sw.add_argument("--sent-older-than", default="300s", help="SENT operations older than this (default 300s)")
+    sw.add_argument("--job-idle", default="1h", help="in-flight operations of jobs idle this long (default 1h)")
+    sw.add_argument("--limit", type=int, default=500)
+    sw.add_argument("--rate", type=float, default=20.0, help="reconciler calls per second at most")
+    sw.add_argument("--interval", default=None, help="repeat every interval (e.g. 60s) instead of once")
+    sw.add_argument("--verbose", action="store_true", help="print every operation examined")
+    sw.set_defaults(func=cmd_sweep)
     from .agents.cli import register as register_agents
 
     register_agents(sub)

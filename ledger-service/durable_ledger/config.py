@@ -21,6 +21,10 @@ class Config:
     backoff_base_s: float = 1.0
     proxy_url: str = ""
     proxy_token: str = ""
+    proxy_default_site: str = "default"
+    reconcile_http: str = ""
+    reconcile_claim_s: float = 60.0
+    secret_key: str = ""
     extra: dict = field(default_factory=dict)
 
     @classmethod
@@ -41,6 +45,10 @@ class Config:
             backoff_base_s=float(env.get("DURABLE_BACKOFF_BASE_S", "1.0")),
             proxy_url=env.get("DURABLE_PROXY_URL", ""),
             proxy_token=env.get("DURABLE_PROXY_TOKEN", ""),
+            proxy_default_site=env.get("DURABLE_PROXY_SITE", "default"),
+            reconcile_http=env.get("DURABLE_RECONCILE_HTTP", ""),
+            reconcile_claim_s=float(env.get("DURABLE_RECONCILE_CLAIM_S", "60")),
+            secret_key=env.get("DURABLE_SECRET_KEY", ""),
         )
 
     def redacted(self):

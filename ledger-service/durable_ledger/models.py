@@ -16,6 +16,8 @@ from peewee import (
     TextField,
 )
 
+from peewee import SqliteDatabase
+
 from .db import db
 
 
@@ -104,6 +106,9 @@ class Operation(BaseModel):
     receipt = JSONText(null=True)
     last_error = JSONText(null=True)
     request_summary = JSONText(null=True)
+    reconcile_attempts = IntegerField(default=0)
+    reconciling_until = DoubleField(null=True)  # a reconciler run's claim (one at a time per operation)
+    evidence = JSONText(null=True)  # the last reconciliation's evidence and candidate remote objects
     created_at = DoubleField()
     updated_at = DoubleField()
 
@@ -186,5 +191,26 @@ def create_schema():
     """Idempotent: creates missing tables and indexes, leaves existing data alone."""
     from .agents.models import AGENT_MODELS
 
+    models = ALL_MODELS + AGENT_MODELS
     with db.connection_context():
-        db.create_tables(ALL_MODELS + AGENT_MODELS, safe=True)
+        db.create_tables(models, safe=True)
+        _add_missing_columns(models)
+
+
+def _add_missing_columns(models):
+    """Forward-only migration: columns added to a model since the table was created."""
+    from playhouse.migrate import PostgresqlMigrator, SqliteMigrator, migrate
+
+    migrator = SqliteMigrator(db.obj) if isinstance(db.obj, SqliteDatabase) else PostgresqlMigrator(db.obj)
+    ops = []
+    for model in models:
+        table = model._meta.table_name
+        existing = {c.name for c in db.get_columns(table)}
+        for field in model._meta.sorted_fields:
+            if field.column_name not in existing:
+                if not field.null and field.default is None:
+                    raise RuntimeError(f"cannot add NOT NULL column {table}.{field.column_name} without a default")
+                ops.append(migrator.add_column(table, field.column_name, field))
+    if ops:
+        with db.atomic():
+            migrate(*ops)

@@ -149,7 +149,7 @@ def test_begin_without_lease_is_refused(conn, runner):
 
 @pytest.mark.parametrize("state, transition", [
     (S.CONFIRMED, "fail"), (S.CONFIRMED, "unknown"), (S.FAILED, "confirm"), (S.FAILED, "unknown"),
-    (S.UNKNOWN, "fail"), (S.NEEDS_REVIEW, "confirm"), (S.NEEDS_REVIEW, "fail"), (S.ABANDONED, "confirm"),
+    (S.UNKNOWN, "fail"), (S.NEEDS_REVIEW, "fail"), (S.NEEDS_REVIEW, "unknown"), (S.ABANDONED, "confirm"),
 ])
 def test_illegal_transitions(job, runner, state, transition):
     key = _seed(runner, job, state)
@@ -161,8 +161,9 @@ def test_illegal_transitions(job, runner, state, transition):
     assert Operation.get().state == state
 
 
-def test_confirm_from_unknown_is_allowed_late_evidence(job, runner):
-    key = _seed(runner, job, S.UNKNOWN)
+@pytest.mark.parametrize("state", [S.UNKNOWN, S.NEEDS_REVIEW])
+def test_confirm_with_late_evidence_is_allowed(job, runner, state):
+    key = _seed(runner, job, state)
     op = ops.confirm(runner, key, job, 77)
     assert op.state == S.CONFIRMED and op.remote_id == "77"
 

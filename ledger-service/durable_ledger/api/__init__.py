@@ -25,6 +25,9 @@ def create_app(config=None, init_schema=True):
     if cfg.bootstrap_tokens:
         with db.connection_context():
             load_bootstrap_tokens(cfg.bootstrap_tokens)
+    from ..reconcile.setup import configure as configure_reconcilers
+
+    configure_reconcilers(cfg)
 
     @app.before_request
     def _connect():
@@ -37,13 +40,14 @@ def create_app(config=None, init_schema=True):
         if not is_sqlite() and not db.is_closed():
             db.close()
 
-    from . import agents, approvals, jobs, operations, service
+    from . import agents, approvals, jobs, operations, reviews, service
 
     app.register_blueprint(service.bp)
     app.register_blueprint(jobs.bp)
     app.register_blueprint(operations.bp)
     app.register_blueprint(agents.bp)
     app.register_blueprint(approvals.bp)
+    app.register_blueprint(reviews.bp)
     service.register_error_handlers(app)
     log.info("ledger app ready %s", cfg.redacted())
     return app

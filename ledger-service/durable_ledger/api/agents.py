@@ -1,5 +1,137 @@
-"""HTTP routes of the agents module (session sync, follow-up, webhooks, artifacts)."""
+"""HTTP routes of the agents module (session binding, sync, follow-up, webhooks, artifacts).
 
-from flask import Blueprint
+Views parse, call ``durable_ledger.agents``, serialise. The webhook route has no bearer token:
+OpenAI signs it, and the signature is the authentication.
+"""
+
+import time
+
+from flask import Blueprint, jsonify, request, send_file
+from marshmallow import fields, validate
+
+from ..agents import actions as agent_actions
+from ..agents import artifacts, followup, sessions, stream, sync, webhooks
+from ..agents.client import get_client
+from ..core.jobs import get_job
+from ..core.leases import check_fence
+from ..errors import ValidationFailed
+from ..models import Lease
+from .context import principal
+from .schemas import ArtifactSchema, Strict, load
 
 bp = Blueprint("agents", __name__)
+
+
+class BindSchema(Strict):
+    session_id = fields.String(required=True, validate=validate.Length(min=1, max=255))
+
+
+class SyncSchema(Strict):
+    fencing_token = fields.Integer(load_default=None, allow_none=True, strict=True)
+    answer_actions = fields.Boolean(load_default=False)
+    rebuild_stream = fields.Boolean(load_default=False)
+    expected_artifacts = fields.List(fields.Nested(ArtifactSchema(partial=("uri",))), load_default=list)
+
+
+class FollowUpSchema(Strict):
+    message = fields.String(required=True, validate=validate.Length(min=1, max=20000))
+    fencing_token = fields.Integer(required=True, strict=True)
+    idempotency_key = fields.String(load_default=None, allow_none=True, validate=validate.Length(min=1, max=200))
+
+
+@bp.put("/v1/jobs/<job_id>/session")
+def bind(job_id):
+    who = principal().require("runner")
+    body = load(BindSchema, request)
+    binding, created = sessions.bind_session(get_client(), who.tenant, job_id, body["session_id"], who.actor)
+    return jsonify(sessions.binding_dict(binding, job_id)), 201 if created else 200
+
+
+@bp.get("/v1/jobs/<job_id>/session")
+def show(job_id):
+    who = principal()
+    _, binding = sessions.get_binding(who.tenant, job_id)
+    return jsonify({**sessions.binding_dict(binding, job_id), "turns": sync.turn_summary(binding)})
+
+
+@bp.post("/v1/jobs/<job_id>/session/sync")
+def sync_session(job_id):
+    who = principal().require("runner")
+    body = load(SyncSchema, request)
+    job, binding = sessions.get_binding(who.tenant, job_id)
+    client = get_client()
+    if body["answer_actions"]:
+        if body["fencing_token"] is None:
+            raise ValidationFailed("answer_actions needs the job's fencing_token", {"field": "fencing_token"})
+        check_fence(Lease.get_or_none(Lease.job == job.id), body["fencing_token"])
+    if body["rebuild_stream"]:
+        stream.rebuild(client, binding)
+        binding = type(binding).get_by_id(binding.id)
+    binding, session = sync.full_sync(client, binding)
+    out = {**sessions.binding_dict(binding, job_id), "turns": sync.turn_summary(binding)}
+    if body["answer_actions"] and job.status == "active":
+        out["actions"] = agent_actions.answer_required_actions(who, client, binding, job_id, session,
+                                                               body["fencing_token"])
+    if body["expected_artifacts"]:
+        ok, problems = artifacts.verify_artifacts(who.tenant, body["expected_artifacts"])
+        last = out["turns"][-1] if out["turns"] else None
+        # A completed turn is not business success: the checkpoint may advance only with evidence.
+        out["artifacts"] = {"verified": ok, "problems": problems,
+                            "may_advance": ok and bool(last) and last["status"] == "completed"}
+    return jsonify(out)
+
+
+@bp.post("/v1/jobs/<job_id>/session/follow-up")
+def follow_up(job_id):
+    who = principal().require("runner")
+    body = load(FollowUpSchema, request)
+    key = request.headers.get("Idempotency-Key") or body["idempotency_key"]
+    job, binding = sessions.get_binding(who.tenant, job_id)
+    row, sent_now = followup.send_follow_up(get_client(), job, binding, body["message"], body["fencing_token"], key)
+    return jsonify({"idempotency_key": row.idempotency_key, "state": row.state, "sent_now": sent_now,
+                    "attempts": row.attempts, "packet": row.packet}), 201 if sent_now else 200
+
+
+@bp.delete("/v1/jobs/<job_id>/session")
+def clean_up(job_id):
+    """Delete the remote session and say what happened to the compute (self-hosted is not stopped)."""
+    who = principal().require("runner")
+    _, binding = sessions.get_binding(who.tenant, job_id)
+    client = get_client()
+    with sessions.agents_api("sessions.delete"):
+        client.beta.agents.sessions.delete(binding.session_id)
+    env = binding.environment or {}
+    compute = {"type": env.get("type"), "id": env.get("id")}
+    if env.get("type") == "self_hosted":
+        compute.update(released=False, note="deleting a session does not stop self-hosted compute; stop it yourself")
+    else:
+        compute.update(released=env.get("type") == "openai_hosted", note="hosted compute ends with the session")
+    type(binding).update(status="deleted", updated_at=time.time()).where(type(binding).id == binding.id).execute()
+    return jsonify({"session_id": binding.session_id, "session_deleted": True, "compute": compute})
+
+
+@bp.post("/v1/webhooks/openai")
+def openai_webhook():
+    status, body = webhooks.receive(request.get_data(cache=True), request.headers)
+    return jsonify(body), status
+
+
+@bp.put("/v1/artifacts")
+def put_artifact():
+    who = principal().require("runner")
+    expected = request.headers.get("X-Content-SHA256") or request.args.get("sha256")
+    sha, size, created = artifacts.put_stream(who.tenant, request.stream, expected)
+    return jsonify({"sha256": sha, "size": size, "created": created}), 201 if created else 200
+
+
+@bp.get("/v1/artifacts/<sha256>")
+def get_artifact(sha256):
+    who = principal()
+    path, size = artifacts.open_artifact(who.tenant, sha256)
+    resp = send_file(path, mimetype="application/octet-stream", etag=sha256, conditional=True)
+    resp.headers["X-Content-SHA256"] = sha256
+    return resp
+
+
+def _job_exists(tenant, job_id):
+    return get_job(tenant, job_id)

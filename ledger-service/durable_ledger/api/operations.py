@@ -17,7 +17,8 @@ def begin():
     if "payload" not in body:
         body["payload"] = ops._MISSING
     cfg = config()
-    result = ops.begin(who, default_max_attempts=cfg.default_max_attempts, backoff_base_s=cfg.backoff_base_s, **body)
+    result = ops.begin(who, default_max_attempts=cfg.default_max_attempts, backoff_base_s=cfg.backoff_base_s,
+                       reconcile_claim_s=cfg.reconcile_claim_s, **body)
     return jsonify(result)
 
 

@@ -22,7 +22,7 @@ from ..errors import (
     ValidationFailed,
 )
 from ..models import AuditLog, Job, Lease, Operation, OperationEvent
-from . import approvals, budgets
+from . import approvals, budgets, reconciliation
 from . import states as S
 from .audit import record_refusal
 from .digest import default_operation_key, request_digest
@@ -46,6 +46,8 @@ def _event(op, job_pk, from_state, to_state, actor, token, detail=None, now=None
 
 
 def _result(decision, op, job_id, reason=None, **extra):
+    if decision == S.RECONCILE and reason is None:
+        reason = "outcome_unknown"
     out = {"decision": decision, "operation": operation_dict(op, job_id)}
     if decision == S.REUSE_RECEIPT:
         out["receipt"] = {"remote_id": op.remote_id, **(op.receipt or {})}
@@ -71,7 +73,7 @@ def _check_digest(op, digest):
 
 def begin(principal, job_id, action, fencing_token, payload=_MISSING, request_hash=None,
           operation_key=None, target=None, requires_approval=False, default_max_attempts=3,
-          backoff_base_s=0.0):
+          backoff_base_s=0.0, reconcile=True, reconcile_claim_s=60.0):
     """The gate. Returns a decision dict; persists SENT before answering ``dispatch``."""
     tenant, actor = principal.tenant, principal.actor
     if payload is _MISSING and not request_hash:
@@ -105,7 +107,9 @@ def begin(principal, job_id, action, fencing_token, payload=_MISSING, request_ha
                    "reason": "budget_exhausted", "budget": budget,
                    "message": f"the job's {budget} budget is used up; nothing is dispatched"}
             return out
-        if op is not None and op.state == S.FAILED and op.retryable and op.attempt < op.max_attempts:
+        reconciled_absent = op is not None and (op.last_error or {}).get("reconciled")
+        if op is not None and op.state == S.FAILED and op.retryable and op.attempt < op.max_attempts \
+                and not reconciled_absent:
             wait = budgets.backoff_remaining(op.attempt, op.updated_at, backoff_base_s)
             if wait > 0:
                 return _result(S.HALT, op, job_id, "backoff", retry_after=wait)
@@ -126,14 +130,27 @@ def begin(principal, job_id, action, fencing_token, payload=_MISSING, request_ha
         _check_digest(op, digest)
 
     decision, reason = S.decide_existing(op.state, op.retryable, op.attempt, op.max_attempts)
+    extra = {}
+    if decision == S.RECONCILE and reconcile:
+        outcome, verdict, op = reconciliation.reconcile_operation(op, actor, reconcile_claim_s, escalate=False)
+        if outcome == reconciliation.NO_RECONCILER:
+            return _result(S.RECONCILE, op, job_id, reason, reconciliation={"outcome": outcome})
+        extra = {"reconciliation": {"outcome": outcome, "verdict": verdict, "evidence": op.evidence}}
+        if outcome in (reconciliation.BUSY, reconciliation.ERROR):
+            reason = "reconcile_in_progress" if outcome == reconciliation.BUSY else "reconcile_failed"
+            return _result(S.RECONCILE, op, job_id, reason, **extra)
+        decision, reason = S.decide_existing(op.state, op.retryable, op.attempt, op.max_attempts)
+        if decision == S.DISPATCH and budgets.exhausted(job):
+            return _result(S.HALT, op, job_id, "budget_exhausted", budget=budgets.exhausted(job), **extra)
     if decision == S.DISPATCH:
         resent = _claim_retry(op, job, fencing_token, actor, now)
         if resent is None:  # someone else moved it first; answer from what they left
             return begin(principal, job_id, action, fencing_token, request_hash=digest, operation_key=key,
                          target=target, requires_approval=requires_approval,
-                         default_max_attempts=default_max_attempts, backoff_base_s=backoff_base_s)
-        return _result(S.DISPATCH, resent, job_id)
-    return _result(decision, op, job_id, reason)
+                         default_max_attempts=default_max_attempts, backoff_base_s=backoff_base_s,
+                         reconcile=reconcile, reconcile_claim_s=reconcile_claim_s)
+        return _result(S.DISPATCH, resent, job_id, **extra)
+    return _result(decision, op, job_id, reason, **extra)
 
 
 def _summary(payload):

@@ -24,7 +24,7 @@ HALT = "halt"
 # already in is handled by the caller as an idempotent no-op.
 ALLOWED = {
     "send": (PREPARED, FAILED),
-    "confirm": (SENT, UNKNOWN),
+    "confirm": (SENT, UNKNOWN, NEEDS_REVIEW),  # late evidence also settles a review
     "fail": (SENT,),
     "unknown": (SENT,),
 }
@@ -66,6 +66,8 @@ MESSAGES = {
     "cancelled": "The job was cancelled; nothing is dispatched for it any more.",
     "authorization_revoked": "The remote system refused our credentials; the job is halted until re-authorised.",
     "policy_changed": "The job's policy (tools, scopes) changed since it was approved; it is halted until re-approved.",
+    "reconcile_in_progress": "Another caller is reconciling this operation right now; ask again shortly.",
+    "reconcile_failed": "The remote system could not be asked (network or server error); the operation stays as it was. Try again later.",
     "backoff": "The previous attempt failed recently; wait retry_after seconds before the next one.",
 }
 

@@ -1,0 +1,95 @@
+"""Reconcile one SENT/UNKNOWN operation: ask the remote, then move the state on evidence only.
+
+Guarded twice:
+- one reconciler run per operation at a time: a claim (`reconciling_until`) taken by a
+  conditional UPDATE; a second caller gets "busy" and the operation is left alone;
+- the verdict is applied with a conditional UPDATE on the state we observed, so a confirm
+  that arrives while we were asking (the late response of the original call) wins and the
+  verdict is dropped.
+A reconciler error (network, 5xx) changes nothing but the evidence: UNKNOWN is never
+promoted to FAILED because the remote could not be asked.
+"""
+
+import time
+
+from ..db import write_txn
+from ..models import Operation, OperationEvent
+from ..reconcile import registry
+from ..reconcile.verdicts import Absent, Found, ReconcilerError
+from . import states as S
+
+BUSY, ERROR, APPLIED, RACED, NO_RECONCILER = "busy", "error", "applied", "raced", "no_reconciler"
+
+
+def _claim(op, claim_s, now):
+    return (Operation.update(reconciling_until=now + claim_s)
+            .where(Operation.id == op.id, Operation.state.in_(S.IN_FLIGHT),
+                   Operation.reconciling_until.is_null() | (Operation.reconciling_until < now))
+            .execute()) == 1
+
+
+def _release(op):
+    Operation.update(reconciling_until=None).where(Operation.id == op.id).execute()
+
+
+def _event(op, to_state, actor, detail, now):
+    OperationEvent.create(operation=op.id, job=op.job_id, from_state=op.state, to_state=to_state, actor=actor,
+                          fencing_token=None, detail=detail, created_at=now)
+
+
+def reconcile_operation(op, actor, claim_s=60.0, escalate=True):
+    """Returns (outcome, verdict_kind, operation). outcome in busy/error/applied/raced/no_reconciler.
+
+    Without a registered reconciler nothing can be asked: with ``escalate`` (the sweeper, an
+    explicit reconcile request) the operation goes to an editor; without it (the gate, which may
+    run while the original call is still in flight) it is left as it is.
+    """
+    now = time.time()
+    if op.state not in S.IN_FLIGHT:
+        return APPLIED, None, op
+    reconciler = registry.find(op.action, op.target)
+    if reconciler is None and not escalate:
+        return NO_RECONCILER, None, op
+    if not _claim(op, claim_s, now):
+        return BUSY, None, Operation.get_by_id(op.id)
+    try:
+        if reconciler is None:
+            verdict = Absent(False, {"detail": f"no reconciler for '{registry.action_kind(op.action, op.target)}'; "
+                                               "an editor must decide"})
+            outcome = NO_RECONCILER
+        else:
+            verdict = reconciler.lookup(op)
+            outcome = APPLIED
+    except (ReconcilerError, ValueError) as exc:
+        with write_txn():
+            Operation.update(reconcile_attempts=Operation.reconcile_attempts + 1, reconciling_until=None,
+                             evidence={"error": str(exc), "at": now}, updated_at=now).where(
+                Operation.id == op.id).execute()
+            _event(op, op.state, actor, {"reconcile_error": str(exc)}, now)
+        return ERROR, None, Operation.get_by_id(op.id)
+    except Exception:
+        _release(op)
+        raise
+    fields = {"reconcile_attempts": Operation.reconcile_attempts + 1, "reconciling_until": None, "updated_at": now}
+    evidence = dict(verdict.evidence)
+    if isinstance(verdict, Found):
+        to_state = S.CONFIRMED
+        fields.update(remote_id=verdict.remote_id, receipt=verdict.receipt, evidence=evidence)
+    elif isinstance(verdict, Absent) and verdict.definitive:
+        to_state = S.FAILED
+        fields.update(retryable=True, evidence=evidence,
+                      last_error={"kind": "absent", "reconciled": True, "detail": evidence.get("detail")})
+    else:
+        to_state = S.NEEDS_REVIEW
+        evidence["candidates"] = list(getattr(verdict, "candidates", []) or [])
+        evidence["verdict"] = verdict.kind + ("" if getattr(verdict, "definitive", True) else " (not definitive)")
+        fields.update(evidence=evidence)
+    with write_txn():
+        n = Operation.update(state=to_state, **fields).where(Operation.id == op.id, Operation.state == op.state).execute()
+        if n == 1:
+            _event(op, to_state, actor, {"reconciled": verdict.kind, **{k: v for k, v in evidence.items()
+                                                                        if k != "candidates"}}, now)
+    if n != 1:
+        _release(op)
+        return RACED, verdict.kind, Operation.get_by_id(op.id)
+    return outcome, verdict.kind, Operation.get_by_id(op.id)

@@ -1,0 +1,1 @@
+"""Reconciliation of SENT/UNKNOWN outcomes: ask the remote system by business key, or a human."""
