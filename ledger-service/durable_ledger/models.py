@@ -184,7 +184,14 @@ class Approval(BaseModel):
         indexes = ((("job", "task_version", "action"), False),)
 
 
-ALL_MODELS = [ApiToken, Job, Lease, Operation, OperationEvent, Checkpoint, AuditLog, Approval]
+class Setting(BaseModel):
+    """Service-wide values shared by every worker (e.g. the review page's session key)."""
+
+    key = CharField(max_length=64, primary_key=True)
+    value = TextField()
+
+
+ALL_MODELS = [ApiToken, Job, Lease, Operation, OperationEvent, Checkpoint, AuditLog, Approval, Setting]
 
 
 def create_schema():

@@ -215,8 +215,17 @@ function durable_ops_dispatch( $result, $request, $route, $handler ) {
 		$response_obj = rest_ensure_response( $response );
 		$data         = is_wp_error( $response ) ? null : $response_obj->get_data();
 		if ( is_wp_error( $response ) || $response_obj->get_status() >= 400 || empty( $data['id'] ) ) {
-			// Nothing was created (validation/upload error): free the key so a retry can go through.
-			durable_ops_release( $claim );
+			/*
+			 * An error response does not prove that nothing was written: the posts controller
+			 * returns term or meta errors AFTER wp_insert_post() succeeded. If an object carries
+			 * our key, the key is spent (a retry replays it); only otherwise free the key.
+			 */
+			$created = durable_ops_find_by_meta( $key );
+			if ( $created ) {
+				durable_ops_finish( $claim, $created->post_type, (int) $created->ID );
+			} else {
+				durable_ops_release( $claim );
+			}
 		} else {
 			durable_ops_finish( $claim, $type, (int) $data['id'] );
 		}
@@ -321,7 +330,7 @@ function durable_ops_get_row( $key ) {
 /**
  * Claims $key by INSERT (never select-then-insert). Returns ['outcome' => claimed|done|in_progress|mismatch, 'row'].
  *
- * A claim left in state 'claimed' by a worker that died mid-request would block the key forever;
+ * A claim left in state 'in_progress' by a worker that died mid-request would block the key forever;
  * after `durable_ops_claim_ttl` seconds (default 300) a newcomer first looks for an object
  * carrying the key in postmeta (the write did happen -> adopt it) and otherwise takes the claim
  * over with a conditional UPDATE on the old claim_id, so only one newcomer wins.
@@ -334,7 +343,7 @@ function durable_ops_claim( $key, $job_id, $hash, $type ) {
 		$now      = durable_ops_now();
 		$inserted = $wpdb->query(
 			$wpdb->prepare(
-				"INSERT IGNORE INTO $ops (op_key, job_id, request_hash, state, claim_id, object_type, created_at, updated_at) VALUES (%s, %s, %s, 'claimed', %s, %s, %s, %s)",
+				"INSERT IGNORE INTO $ops (op_key, job_id, request_hash, state, claim_id, object_type, created_at, updated_at) VALUES (%s, %s, %s, 'in_progress', %s, %s, %s, %s)",
 				$key,
 				$job_id,
 				$hash,
@@ -366,7 +375,7 @@ function durable_ops_claim( $key, $job_id, $hash, $type ) {
 			$wpdb->query( $wpdb->prepare( "UPDATE $ops SET state = 'done', object_type = %s, object_id = %d, updated_at = %s WHERE op_key = %s", $found->post_type, $found->ID, $now, $key ) );
 			return array( 'outcome' => 'done', 'row' => durable_ops_get_row( $key ) );
 		}
-		$taken = $wpdb->query( $wpdb->prepare( "UPDATE $ops SET claim_id = %s, updated_at = %s WHERE op_key = %s AND claim_id = %s AND state = 'claimed'", $claim_id, $now, $key, $row->claim_id ) );
+		$taken = $wpdb->query( $wpdb->prepare( "UPDATE $ops SET claim_id = %s, updated_at = %s WHERE op_key = %s AND claim_id = %s AND state = 'in_progress'", $claim_id, $now, $key, $row->claim_id ) );
 		if ( 1 === $taken ) {
 			return array( 'outcome' => 'claimed', 'row' => durable_ops_get_row( $key ), 'claim_id' => $claim_id, 'key' => $key );
 		}
@@ -381,7 +390,7 @@ function durable_ops_release( $claim ) {
 		return;
 	}
 	$ops = durable_ops_table( 'operations' );
-	$wpdb->query( $wpdb->prepare( "DELETE FROM $ops WHERE op_key = %s AND claim_id = %s AND state = 'claimed'", $claim['key'], $claim['claim_id'] ) );
+	$wpdb->query( $wpdb->prepare( "DELETE FROM $ops WHERE op_key = %s AND claim_id = %s AND state = 'in_progress'", $claim['key'], $claim['claim_id'] ) );
 }
 
 function durable_ops_finish( $claim, $type, $object_id ) {
@@ -475,7 +484,7 @@ function durable_ops_lookup_operation( WP_REST_Request $request ) {
 		$out['source'] = 'table';
 	}
 	if ( ! $post ) {
-		// Table row missing or still 'claimed' (worker died after wp_insert_post): the meta is the truth.
+		// Table row missing or still 'in_progress' (worker died after wp_insert_post): the meta is the truth.
 		$meta = durable_ops_find_by_meta( $key );
 		if ( $meta ) {
 			$post          = get_post( (int) $meta->ID );

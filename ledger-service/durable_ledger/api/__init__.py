@@ -26,8 +26,12 @@ def create_app(config=None, init_schema=True):
         with db.connection_context():
             load_bootstrap_tokens(cfg.bootstrap_tokens)
     from ..reconcile.setup import configure as configure_reconcilers
+    from . import review_page
 
     configure_reconcilers(cfg)
+    with db.connection_context():
+        app.secret_key = review_page.session_secret(cfg)
+    app.config.update(SESSION_COOKIE_HTTPONLY=True, SESSION_COOKIE_SAMESITE="Strict")
 
     @app.before_request
     def _connect():
@@ -40,7 +44,7 @@ def create_app(config=None, init_schema=True):
         if not is_sqlite() and not db.is_closed():
             db.close()
 
-    from . import agents, approvals, jobs, operations, reviews, service
+    from . import agents, approvals, jobs, operations, review_page, reviews, service
 
     app.register_blueprint(service.bp)
     app.register_blueprint(jobs.bp)
@@ -48,6 +52,7 @@ def create_app(config=None, init_schema=True):
     app.register_blueprint(agents.bp)
     app.register_blueprint(approvals.bp)
     app.register_blueprint(reviews.bp)
+    app.register_blueprint(review_page.bp)
     service.register_error_handlers(app)
     log.info("ledger app ready %s", cfg.redacted())
     return app

@@ -12,7 +12,6 @@ from marshmallow import fields, validate
 from ..agents import actions as agent_actions
 from ..agents import artifacts, followup, sessions, stream, sync, webhooks
 from ..agents.client import get_client
-from ..core.jobs import get_job
 from ..core.leases import check_fence
 from ..errors import ValidationFailed
 from ..models import Lease
@@ -68,10 +67,14 @@ def sync_session(job_id):
         stream.rebuild(client, binding)
         binding = type(binding).get_by_id(binding.id)
     binding, session = sync.full_sync(client, binding)
-    out = {**sessions.binding_dict(binding, job_id), "turns": sync.turn_summary(binding)}
+    answered = None
     if body["answer_actions"] and job.status == "active":
-        out["actions"] = agent_actions.answer_required_actions(who, client, binding, job_id, session,
-                                                               body["fencing_token"])
+        answered = agent_actions.answer_required_actions(who, client, binding, job_id, session,
+                                                         body["fencing_token"])
+        binding = type(binding).get_by_id(binding.id)
+    out = {**sessions.binding_dict(binding, job_id), "turns": sync.turn_summary(binding)}
+    if answered is not None:
+        out["actions"] = answered
     if body["expected_artifacts"]:
         ok, problems = artifacts.verify_artifacts(who.tenant, body["expected_artifacts"])
         last = out["turns"][-1] if out["turns"] else None
@@ -132,6 +135,3 @@ def get_artifact(sha256):
     resp.headers["X-Content-SHA256"] = sha256
     return resp
 
-
-def _job_exists(tenant, job_id):
-    return get_job(tenant, job_id)
