@@ -144,7 +144,7 @@ class StandIn:
 
     # --- HTTP -----------------------------------------------------------------------------
     def start(self):
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         return self
 
     def stop(self):

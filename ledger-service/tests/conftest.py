@@ -15,6 +15,7 @@ from durable_ledger.api import create_app
 from durable_ledger.auth import Principal, _cache
 from durable_ledger.config import Config
 from durable_ledger.db import db, init_database
+from durable_ledger.agents.models import AGENT_MODELS
 from durable_ledger.models import ALL_MODELS, create_schema
 
 PG_ADMIN_DSN = os.environ.get("DURABLE_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -59,7 +60,7 @@ def database(backend):
     create_schema()
     _cache.clear()
     with db.connection_context():
-        for model in reversed(ALL_MODELS):
+        for model in reversed(ALL_MODELS + AGENT_MODELS):
             model.delete().execute()
     yield backend
     if not db.is_closed():

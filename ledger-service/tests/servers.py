@@ -41,7 +41,7 @@ class LedgerServer:
             try:
                 if requests.get(self.url + "/health", timeout=1).status_code == 200:
                     return self
-            except requests.ConnectionError:
+            except requests.RequestException:  # refused while binding, or a worker still booting
                 pass
             time.sleep(0.1)
         raise RuntimeError("ledger did not become healthy")

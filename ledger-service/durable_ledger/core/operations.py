@@ -16,17 +16,18 @@ import time
 from ..db import is_sqlite, write_txn
 from ..errors import (
     DigestMismatch,
+    JobNotFound,
     InvalidTransition,
     OperationNotFound,
     ReceiptConflict,
     ValidationFailed,
 )
 from ..models import AuditLog, Job, Lease, Operation, OperationEvent
-from . import approvals, budgets, reconciliation
+from . import approvals, budgets, fastpath, reconciliation
 from . import states as S
 from .audit import record_refusal
 from .digest import default_operation_key, request_digest
-from .jobs import get_job_and_lease
+from .jobs import get_job_and_lease  # noqa: F401 - re-exported for callers of this module
 from .leases import check_fence
 from .render import operation_dict
 
@@ -79,12 +80,13 @@ def begin(principal, job_id, action, fencing_token, payload=_MISSING, request_ha
     if payload is _MISSING and not request_hash:
         raise ValidationFailed("send 'payload' (digested by the ledger) or 'request_hash'", {"field": "payload"})
     digest = request_hash or request_digest(payload)
-    job, lease = get_job_and_lease(tenant, job_id)
+    job, lease, op = fastpath.load(tenant, job_id, operation_key, action)
+    if job is None:
+        raise JobNotFound(f"no job '{job_id}' in tenant '{tenant}'", {"job_id": job_id})
     check_fence(lease, fencing_token)
     key = operation_key or default_operation_key(tenant, job_id, job.task_version, action)
     max_attempts = _max_attempts(job, default_max_attempts)
 
-    op = Operation.get_or_none(Operation.tenant == tenant, Operation.operation_key == key)
     if op is not None:
         _check_digest(op, digest)
         if op.job_id != job.id:
@@ -204,14 +206,12 @@ def _prepare(tenant, job, key, action, digest, token, target, max_attempts, acto
 def _claim_new(tenant, job, key, action, digest, token, target, requires_approval, max_attempts, actor,
                payload, now):
     summary = _summary(payload) if payload is not _MISSING else None
-    with write_txn():
-        check_fence(_locked_lease(job.id), token)
-        op = _insert_op(tenant, job, key, action, digest, token, target, max_attempts, S.SENT,
-                        requires_approval, summary, now)
-        if op is None:
-            return None
-        _event(op, job.id, None, S.SENT, actor, token, {"attempt": 1}, now)
-        Job.update(tool_calls=Job.tool_calls + 1, updated_at=now).where(Job.id == job.id).execute()
+    op = fastpath.claim_new(tenant, job, key, action, digest, token, target, requires_approval, max_attempts,
+                            actor, summary, now)
+    if op is None:
+        # Lost the key to a concurrent claim, or the token stopped being current between
+        # our read and our write: the latter must surface as 409, not as a silent no-op.
+        check_fence(Lease.get_or_none(Lease.job == job.id), token)
     return op
 
 
@@ -264,6 +264,10 @@ def _transition(principal, key, token, to_state, allowed_from, fields, detail=No
 
 
 def confirm(principal, key, fencing_token, remote_id, receipt=None, cost=None):
+    if not cost and remote_id not in (None, ""):
+        fast = fastpath.confirm(principal.tenant, key, fencing_token, remote_id, receipt, principal.actor)
+        if fast is not None:
+            return fast
     op = get_operation(principal.tenant, key)
     if op.state == S.CONFIRMED:
         if str(op.remote_id) == str(remote_id):

@@ -62,6 +62,17 @@ def _plugin(name: str) -> bool:
         raise WordPressUnavailable(str(exc), {"site": name}) from exc
 
 
+def _edit_url(site: str, obj_id) -> str | None:
+    """Where an editor opens the object in wp-admin (posts and attachments share post.php)."""
+    if not obj_id:
+        return None
+    return f"{_registry().sites[site].url}/wp-admin/post.php?post={int(obj_id)}&action=edit"
+
+
+def _with_edit_urls(site: str, objects) -> list:
+    return [{**o, "edit_url": _edit_url(site, o.get("id"))} for o in objects or []]
+
+
 def _answer(site, kind, key, result, plugin, fields):
     obj = result.body or {}
     body = {
@@ -130,10 +141,11 @@ def lookup_operation(site, key):
     try:
         if _plugin(site):
             found = client.lookup_operation(key)
-            return jsonify({**found, "site": site, "plugin": True,
-                            "match": "operation_key" if found.get("found") else None})
+            hit = bool(found.get("found") and found.get("id"))
+            return jsonify({**found, "site": site, "plugin": True, "match": "operation_key" if hit else None,
+                            "edit_url": _edit_url(site, found.get("id")) if hit else None})
         title = request.args.get("title")
-        candidates = client.find_by_title(title) if title else []
+        candidates = _with_edit_urls(site, client.find_by_title(title)) if title else []
     except (requests.RequestException, LookupError) as exc:
         raise WordPressUnavailable(f"lookup on '{site}' failed: {exc}", {"site": site}) from exc
     return jsonify({"site": site, "plugin": False, "key": key, "found": False, "match": "title" if title else None,
@@ -146,9 +158,10 @@ def lookup_job(site, job_id):
     client = _site(site, "runner", "editor")
     try:
         if _plugin(site):
-            return jsonify({**client.lookup_job(job_id), "site": site, "plugin": True})
+            job = client.lookup_job(job_id)
+            return jsonify({**job, "objects": _with_edit_urls(site, job.get("objects")), "site": site, "plugin": True})
         title = request.args.get("title")
-        candidates = client.find_by_title(title) if title else []
+        candidates = _with_edit_urls(site, client.find_by_title(title)) if title else []
     except (requests.RequestException, LookupError) as exc:
         raise WordPressUnavailable(f"lookup on '{site}' failed: {exc}", {"site": site}) from exc
     return jsonify({"site": site, "plugin": False, "job_id": job_id, "objects": [], "candidates": candidates,

@@ -54,7 +54,8 @@ class WordPressReconciler:
         if body.get("plugin"):
             if body.get("found") and body.get("id"):
                 return Found(str(body["id"]), {"object_type": body.get("object_type"), "status": body.get("status"),
-                                               "site": site, "reconciled": True}, evidence)
+                                               "site": site, "edit_url": body.get("edit_url"), "reconciled": True},
+                             evidence)
             if body.get("state") == "in_progress":
                 raise ReconcilerError("WordPress still holds the key's claim in progress; ask again shortly")
             return Absent(True, {**evidence, "detail": "no WordPress object claimed this operation key"})
@@ -66,10 +67,16 @@ class WordPressReconciler:
         return Absent(False, evidence)
 
     def verify(self, op, remote_id):
-        """For an editor's confirm: does the object exist on the site? (By job, so drafts count.)"""
+        """For an editor's confirm: does the object exist on the site? (By job, so drafts count.)
+
+        Without the plugin nothing is bound to the job: the proxy answers the objects titled like
+        the request instead (the same candidates the editor was shown), and the id must be one of them.
+        """
         site = site_of(op.target, self.default_site)
-        body = self._get(f"/v1/sites/{quote(site, safe='')}/jobs/{quote(op.job.job_id, safe='')}")
-        objects = body.get("objects") or body.get("items") or []
+        title = (op.request_summary or {}).get("title")
+        params = {"title": title} if isinstance(title, str) and title else {}
+        body = self._get(f"/v1/sites/{quote(site, safe='')}/jobs/{quote(op.job.job_id, safe='')}", **params)
+        objects = (body.get("objects") or body.get("items") or []) + (body.get("candidates") or [])
         return any(str(o.get("id")) == str(remote_id) for o in objects)
 
 

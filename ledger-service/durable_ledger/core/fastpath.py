@@ -1,0 +1,160 @@
+"""The gate's hot path in hand-written SQL: one read and one write round trip per call.
+
+`begin` and `confirm` run on every side effect, so they must cost little more than the two
+statements a hand-rolled ledger would run. Building the same queries through the ORM costs
+more CPU than the database work itself, so the three hot statements are written out here.
+Everything unusual (conflicts, refusals, retries, reconciliation) goes through the general
+code in `operations.py`, which re-reads and decides with the ORM.
+
+Fencing stays atomic with the write:
+- PostgreSQL: the write's WHERE/EXISTS locks the lease row FOR SHARE inside the same
+  statement, so a concurrent takeover (an UPDATE of that row) either commits first (and the
+  write sees the new token and does nothing) or waits until the write has committed.
+- SQLite: the write runs inside BEGIN IMMEDIATE, which serialises every writer.
+"""
+
+import time
+
+from ..db import db, is_sqlite, write_txn
+from ..models import Job, JSONText, Operation
+from . import states as S
+
+_json = JSONText()
+JOB_COLS = [f.column_name for f in Job._meta.sorted_fields]
+OP_COLS = [f.column_name for f in Operation._meta.sorted_fields]
+_JOB_FIELDS = [Job._meta.columns[c] for c in JOB_COLS]
+_OP_FIELDS = [Operation._meta.columns[c] for c in OP_COLS]
+
+
+def _sql(text):
+    return text if is_sqlite() else text.replace("?", "%s")
+
+
+class LeaseView:
+    __slots__ = ("fencing_token",)
+
+    def __init__(self, token):
+        self.fencing_token = token
+
+
+def _model(cls, fields, values):
+    obj = cls(**{f.name: f.python_value(v) for f, v in zip(fields, values)})
+    obj._dirty.clear()
+    return obj
+
+
+_LOAD = (
+    "SELECT " + ", ".join(f"j.{c}" for c in JOB_COLS) + ", l.fencing_token, "
+    + ", ".join(f"o.{c}" for c in OP_COLS)
+    + " FROM job j LEFT JOIN lease l ON l.job_id = j.id"
+    " LEFT JOIN operation o ON o.tenant = j.tenant AND o.operation_key ="
+    " COALESCE(?, j.tenant || ':' || j.job_id || ':v' || CAST(j.task_version AS TEXT) || ':' || ?)"
+    " WHERE j.tenant = ? AND j.job_id = ?"
+)
+
+
+def load(tenant, job_id, operation_key, action):
+    """(job, lease or None, operation or None) in one query; (None, None, None) if no job."""
+    row = db.execute_sql(_sql(_LOAD), (operation_key, action, tenant, job_id)).fetchone()
+    if row is None:
+        return None, None, None
+    n = len(JOB_COLS)
+    job = _model(Job, _JOB_FIELDS, row[:n])
+    lease = LeaseView(row[n]) if row[n] is not None else None
+    op = _model(Operation, _OP_FIELDS, row[n + 1:]) if row[n + 1] is not None else None
+    return job, lease, op
+
+
+_INSERT_COLS = ["tenant", "operation_key", "job_id", "task_version", "action", "request_hash", "state", "attempt",
+                "max_attempts", "fencing_token", "target", "requires_approval", "request_summary",
+                "reconcile_attempts", "created_at", "updated_at"]
+_EVENT_COLS = "operation_id, job_id, from_state, to_state, actor, fencing_token, detail, created_at"
+
+_CLAIM_PG = (
+    "WITH fence AS (SELECT id FROM lease WHERE job_id = %s AND fencing_token = %s FOR SHARE),"
+    " ins AS (INSERT INTO operation (" + ", ".join(_INSERT_COLS) + ") SELECT "
+    + ", ".join(["%s"] * len(_INSERT_COLS)) + " FROM fence"
+    " ON CONFLICT (tenant, operation_key) DO NOTHING RETURNING id),"
+    " ev AS (INSERT INTO operation_event (" + _EVENT_COLS + ")"
+    " SELECT id, %s, NULL, 'SENT', %s, %s, %s, %s FROM ins),"
+    " upd AS (UPDATE job SET tool_calls = tool_calls + 1, updated_at = %s WHERE id = %s AND EXISTS (SELECT 1 FROM ins))"
+    " SELECT (SELECT id FROM ins), (SELECT count(*) FROM fence)"
+)
+
+
+def claim_new(tenant, job, key, action, digest, token, target, requires_approval, max_attempts, actor,
+              summary, now):
+    """INSERT the operation as SENT if the token is current and the key is free.
+
+    Returns the new Operation, or None when the key was taken or the token is no longer
+    current (the caller re-reads and decides on the general path).
+    """
+    values = [tenant, key, job.id, job.task_version, action, digest, S.SENT, 1, max_attempts, token, target,
+              bool(requires_approval), _json.db_value(summary), 0, now, now]
+    detail = _json.db_value({"attempt": 1})
+    if is_sqlite():
+        with write_txn():
+            fenced = db.execute_sql("SELECT 1 FROM lease WHERE job_id = ? AND fencing_token = ?",
+                                    (job.id, token)).fetchone()
+            taken = db.execute_sql("SELECT 1 FROM operation WHERE tenant = ? AND operation_key = ?",
+                                   (tenant, key)).fetchone()
+            if not fenced or taken:
+                return None
+            cur = db.execute_sql("INSERT INTO operation (" + ", ".join(_INSERT_COLS) + ") VALUES ("
+                                 + ", ".join(["?"] * len(_INSERT_COLS)) + ")", values)
+            op_id = cur.lastrowid
+            db.execute_sql("INSERT INTO operation_event (" + _EVENT_COLS + ") VALUES (?, ?, NULL, 'SENT', ?, ?, ?, ?)",
+                           (op_id, job.id, actor, token, detail, now))
+            db.execute_sql("UPDATE job SET tool_calls = tool_calls + 1, updated_at = ? WHERE id = ?", (now, job.id))
+    else:
+        row = db.execute_sql(_CLAIM_PG, [job.id, token, *values, job.id, actor, token, detail, now, now, job.id]).fetchone()
+        op_id = row[0]
+        if op_id is None:
+            return None
+    op = Operation(id=op_id, tenant=tenant, operation_key=key, job=job.id, task_version=job.task_version,
+                   action=action, request_hash=digest, state=S.SENT, attempt=1, max_attempts=max_attempts,
+                   retryable=None, fencing_token=token, target=target, requires_approval=bool(requires_approval),
+                   remote_id=None, receipt=None, last_error=None, request_summary=summary, reconcile_attempts=0,
+                   reconciling_until=None, evidence=None, created_at=now, updated_at=now)
+    op._dirty.clear()
+    return op
+
+
+_CONFIRM_PG = (
+    "WITH old AS (SELECT id, job_id, state FROM operation WHERE tenant = %s AND operation_key = %s FOR UPDATE),"
+    " upd AS (UPDATE operation o SET state = 'CONFIRMED', remote_id = %s, receipt = %s, last_error = NULL,"
+    " updated_at = %s FROM old WHERE o.id = old.id AND old.state IN ('SENT', 'UNKNOWN', 'NEEDS_REVIEW')"
+    " AND EXISTS (SELECT 1 FROM lease l WHERE l.job_id = old.job_id AND l.fencing_token = %s FOR SHARE)"
+    " RETURNING " + ", ".join(f"o.{c}" for c in OP_COLS) + ", old.state AS state_before),"
+    " ev AS (INSERT INTO operation_event (" + _EVENT_COLS + ")"
+    " SELECT id, job_id, state_before, 'CONFIRMED', %s, %s, %s, %s FROM upd)"
+    " SELECT * FROM upd"
+)
+
+
+def confirm(tenant, key, token, remote_id, receipt, actor):
+    """SENT/UNKNOWN/NEEDS_REVIEW -> CONFIRMED if the token is current; None means "general path"."""
+    now = time.time()
+    receipt_text = _json.db_value(receipt or {})
+    detail = _json.db_value({"remote_id": str(remote_id), "cost": None})
+    if is_sqlite():
+        with write_txn():
+            row = db.execute_sql(
+                "SELECT o.id, o.job_id, o.state FROM operation o JOIN lease l ON l.job_id = o.job_id"
+                " WHERE o.tenant = ? AND o.operation_key = ? AND l.fencing_token = ?"
+                " AND o.state IN ('SENT', 'UNKNOWN', 'NEEDS_REVIEW')", (tenant, key, token)).fetchone()
+            if row is None:
+                return None
+            op_id, job_pk, before = row
+            db.execute_sql("UPDATE operation SET state = 'CONFIRMED', remote_id = ?, receipt = ?, last_error = NULL,"
+                           " updated_at = ? WHERE id = ?", (str(remote_id), receipt_text, now, op_id))
+            db.execute_sql("INSERT INTO operation_event (" + _EVENT_COLS + ") VALUES (?, ?, ?, 'CONFIRMED', ?, ?, ?, ?)",
+                           (op_id, job_pk, before, actor, token, detail, now))
+            values = db.execute_sql("SELECT " + ", ".join(OP_COLS) + " FROM operation WHERE id = ?",
+                                    (op_id,)).fetchone()
+        return _model(Operation, _OP_FIELDS, values)
+    row = db.execute_sql(_CONFIRM_PG, (tenant, key, str(remote_id), receipt_text, now, token,
+                                       actor, token, detail, now)).fetchone()
+    if row is None:
+        return None
+    return _model(Operation, _OP_FIELDS, row[:len(OP_COLS)])
