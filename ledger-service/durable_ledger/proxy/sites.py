@@ -4,6 +4,7 @@ Sources, later ones win on name clashes:
 1. `WORDPRESS_URL`, `WORDPRESS_USER`, `WORDPRESS_APP_PASSWORD` -> the profile `default`.
 2. `DURABLE_PROXY_SITES`: path of a JSON file `{"test": {"url", "user", "app_password"}, ...}`.
 3. `WORDPRESS_SITES`: the same JSON inline.
+`WORDPRESS_APP_PASSWORD_FILE` (or `app_password_file` in a profile) reads the secret from a file.
 A profile may name an environment variable instead of holding the secret:
 `{"url": ..., "user": ..., "app_password_env": "WP_PROD_APP_PASSWORD"}` keeps the file secret-free.
 """
@@ -33,6 +34,10 @@ def _profile(name: str, spec: dict, env) -> SiteProfile:
     password = spec.get("app_password")
     if password is None and spec.get("app_password_env"):
         password = env.get(spec["app_password_env"])
+    if password is None and spec.get("app_password_file"):
+        # Docker/Kubernetes secrets: a file that a setup job wrote, never an env var or the repo.
+        with open(spec["app_password_file"], encoding="utf-8") as f:
+            password = f.read().strip()
     missing = [k for k, v in (("url", spec.get("url")), ("user", spec.get("user")), ("app_password", password)) if not v]
     if missing:
         raise ValueError(f"WordPress site profile '{name}' lacks {', '.join(missing)}")
@@ -44,7 +49,8 @@ def load_sites(env=None) -> dict[str, SiteProfile]:
     specs: dict[str, dict] = {}
     if env.get("WORDPRESS_URL"):
         specs["default"] = {"url": env.get("WORDPRESS_URL"), "user": env.get("WORDPRESS_USER"),
-                            "app_password": env.get("WORDPRESS_APP_PASSWORD")}
+                            "app_password": env.get("WORDPRESS_APP_PASSWORD"),
+                            "app_password_file": env.get("WORDPRESS_APP_PASSWORD_FILE")}
     if env.get("DURABLE_PROXY_SITES"):
         with open(env["DURABLE_PROXY_SITES"], encoding="utf-8") as f:
             specs.update(json.load(f))
