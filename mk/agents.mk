@@ -1,6 +1,5 @@
 # OpenAI Agents API session control (ledger-service/durable_ledger/agents): its own test target.
 .PHONY: test-agents
-TEST_TARGETS += test-agents
 
 test-agents: setup
 	bash stack/ensure-services.sh

@@ -122,7 +122,13 @@ def authenticate(raw, ttl=30.0):
     """Principal for a raw bearer token, or raise Unauthorized."""
     if not raw:
         raise Unauthorized("missing bearer token: send 'Authorization: Bearer <token>'")
-    key = hash_token(raw)
+    return authenticate_hash(hash_token(raw), ttl)
+
+
+def authenticate_hash(key, ttl=30.0):
+    """Principal for a stored token hash (the review page's session keeps only the hash)."""
+    if not key:
+        raise Unauthorized("not signed in")
     principal = _cache.get(key, ttl)
     if principal is not None:
         return principal

@@ -112,8 +112,21 @@ def cmd_serve(args, cfg):
 
     _bind(cfg)
     create_schema()  # once, in the master: workers never do schema work per request
-    _gunicorn(lambda: create_app(cfg, init_schema=False), args.host, args.port, args.workers, args.threads,
-              args.timeout)
+    sweeper = None
+    if args.sweep_interval:
+        # A separate process, not a thread in the gunicorn master: workers are forked from the
+        # master, and a forked copy of a live database connection must never be shared.
+        import subprocess
+
+        sweeper = subprocess.Popen([sys.executable, "-m", "durable_ledger.cli", "sweep",
+                                    "--interval", args.sweep_interval])
+    try:
+        _gunicorn(lambda: create_app(cfg, init_schema=False), args.host, args.port, args.workers, args.threads,
+                  args.timeout)
+    finally:
+        if sweeper is not None:
+            sweeper.terminate()
+            sweeper.wait(10)
 
 
 def cmd_proxy_serve(args, cfg):
@@ -136,6 +149,8 @@ def build_parser():
     sub.add_parser("init-db", help="create or migrate the schema (idempotent)").set_defaults(func=cmd_init_db)
     serve = sub.add_parser("serve", help="run the ledger API under gunicorn")
     _serve_args(serve, 8787)
+    serve.add_argument("--sweep-interval", default=os.environ.get("DURABLE_SWEEP_INTERVAL"),
+                       help="also run the sweeper every interval (e.g. 60s); default off")
     serve.set_defaults(func=cmd_serve)
     token = sub.add_parser("token", help="manage API tokens").add_subparsers(dest="token_command", required=True)
     create = token.add_parser("create", help="create a token and print it (only its hash is stored)")

@@ -1,6 +1,7 @@
 """The ledger's Flask application factory."""
 
 import logging
+import os
 
 from flask import Flask
 
@@ -31,7 +32,8 @@ def create_app(config=None, init_schema=True):
     configure_reconcilers(cfg)
     with db.connection_context():
         app.secret_key = review_page.session_secret(cfg)
-    app.config.update(SESSION_COOKIE_HTTPONLY=True, SESSION_COOKIE_SAMESITE="Strict")
+    app.config.update(SESSION_COOKIE_HTTPONLY=True, SESSION_COOKIE_SAMESITE="Strict",
+                      SESSION_COOKIE_SECURE=os.environ.get("DURABLE_COOKIE_SECURE") == "1")
 
     @app.before_request
     def _connect():

@@ -1,21 +1,31 @@
 """The editors' review page: server-rendered, no JavaScript, signed-cookie session.
 
-Editors sign in with their ledger token (role editor or admin); the token is kept in Flask's
-signed session cookie (HttpOnly, SameSite=Strict) and re-authenticated on every request, so a
-revoked token stops working within the token-cache TTL. Every form carries a CSRF token.
+Editors sign in with their ledger token (role editor or admin). The session cookie (signed,
+HttpOnly, SameSite=Strict; Secure when DURABLE_COOKIE_SECURE=1) holds only the token's sha256,
+never the token itself, so a leaked cookie cannot be replayed against the API; the hash is
+re-checked on every request, so a revoked token stops working within the token-cache TTL.
+Every form carries a CSRF token.
 """
 
+import json
 import secrets
 
 from flask import Blueprint, flash, redirect, render_template, request, session, url_for
 
-from ..auth import authenticate
+from ..auth import authenticate, authenticate_hash, hash_token
 from ..core import reviews
 from ..errors import Forbidden, LedgerError, Unauthorized
 from ..models import Setting
 from .context import config
 
 bp = Blueprint("review_page", __name__, url_prefix="/review")
+
+
+@bp.app_template_filter("pretty_json")
+def pretty_json(value, indent=None):
+    """JSON for people: readable non-ASCII and markup (autoescaping makes it safe), unlike `tojson`,
+    which escapes < > & ' as \\u003c... for use inside <script>."""
+    return json.dumps(value, indent=indent, ensure_ascii=False, sort_keys=True, default=str)
 
 
 def session_secret(cfg):
@@ -27,11 +37,11 @@ def session_secret(cfg):
 
 
 def _editor():
-    raw = session.get("token")
-    if not raw:
+    key = session.get("token_sha256")
+    if not key:
         return None
     try:
-        who = authenticate(raw, config().token_cache_ttl_s)
+        who = authenticate_hash(key, config().token_cache_ttl_s)
         return who.require("editor")
     except (Unauthorized, Forbidden):
         session.clear()
@@ -72,7 +82,7 @@ def login():
         flash(f"Sign-in refused: {exc.message}", "error")
         return redirect(url_for("review_page.queue"))
     session.clear()
-    session["token"] = raw
+    session["token_sha256"] = hash_token(raw)
     flash(f"Signed in as {who.name} ({who.tenant}).", "info")
     return redirect(url_for("review_page.queue"))
 

@@ -162,7 +162,9 @@ def _summary(payload):
     out = {}
     for k, v in payload.items():
         if isinstance(v, str):
-            out[k] = v if len(v) <= 120 else v[:117] + "..."
+            # Titles stay whole: degraded-mode reconciliation matches on them exactly.
+            limit = 500 if k == "title" else 120
+            out[k] = v if len(v) <= limit else v[:limit - 3] + "..."
         elif isinstance(v, (int, float, bool)) or v is None:
             out[k] = v
         else:
