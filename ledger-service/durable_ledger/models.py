@@ -65,7 +65,6 @@ class Job(BaseModel):
     halt_reason = CharField(max_length=64, null=True)
     checkpoint = JSONText(null=True)
     budgets = JSONText(null=True)
-    tool_calls = IntegerField(default=0)
     cost = DoubleField(default=0.0)
     resume_attempts = IntegerField(default=0)
     policy_hash = CharField(max_length=128, null=True)

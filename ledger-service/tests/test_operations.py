@@ -6,6 +6,7 @@ from durable_ledger.auth import Principal
 from durable_ledger.core import jobs, leases
 from durable_ledger.core import operations as ops
 from durable_ledger.core import states as S
+from durable_ledger.core.budgets import tool_calls_used
 from durable_ledger.core.digest import request_digest
 from durable_ledger.errors import (
     DigestMismatch,
@@ -52,7 +53,7 @@ def test_begin_first_time_dispatches_and_persists_sent(job, runner):
     assert op.state == S.SENT and op.attempt == 1 and op.fencing_token == job
     assert op.request_hash == request_digest(PAYLOAD)
     assert [e.to_state for e in OperationEvent.select()] == [S.SENT]
-    assert Job.get().tool_calls == 1
+    assert tool_calls_used(Job.get()) == 1
 
 
 def test_begin_while_sent_answers_reconcile_never_dispatch(job, runner):
@@ -61,7 +62,7 @@ def test_begin_while_sent_answers_reconcile_never_dispatch(job, runner):
         out = _begin(runner, job)
         assert out["decision"] == "reconcile" and out["reason"] == "in_flight"
     assert Operation.select().count() == 1
-    assert Job.get().tool_calls == 1
+    assert tool_calls_used(Job.get()) == 1
 
 
 @pytest.mark.parametrize("state, decision, reason", [

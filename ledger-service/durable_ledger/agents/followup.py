@@ -20,6 +20,7 @@ import openai
 from peewee import IntegrityError
 
 from ..core import states as S
+from ..core.budgets import tool_calls_used
 from ..core.digest import request_digest
 from ..core.leases import check_fence
 from ..db import write_txn
@@ -35,7 +36,7 @@ def _budget_reasons(job, now):
     b, out = job.budgets or {}, []
     if b.get("max_cost") is not None and job.cost >= b["max_cost"]:
         out.append({"reason": "budget_exhausted", "budget": "max_cost"})
-    if b.get("max_tool_calls") is not None and job.tool_calls >= b["max_tool_calls"]:
+    if b.get("max_tool_calls") is not None and tool_calls_used(job) >= b["max_tool_calls"]:
         out.append({"reason": "budget_exhausted", "budget": "max_tool_calls"})
     if b.get("max_resume_attempts") is not None and job.resume_attempts > b["max_resume_attempts"]:
         out.append({"reason": "budget_exhausted", "budget": "max_resume_attempts"})

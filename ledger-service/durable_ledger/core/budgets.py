@@ -2,6 +2,15 @@
 
 import time
 
+from ..models import OperationEvent
+
+
+def tool_calls_used(job):
+    """Dispatches so far (every move into SENT). Counted from the event log instead of a
+    counter on the job row: a counter would make every dispatch of a job update one row, which
+    serialises concurrent begins of the same job on that row's lock."""
+    return (OperationEvent.select().where(OperationEvent.job == job.id, OperationEvent.to_state == "SENT").count())
+
 
 def exhausted(job, now=None, for_resume=False):
     """The name of the first exhausted budget, or None."""
@@ -11,7 +20,7 @@ def exhausted(job, now=None, for_resume=False):
         return "deadline_s"
     if b.get("max_cost") is not None and job.cost >= float(b["max_cost"]):
         return "max_cost"
-    if not for_resume and b.get("max_tool_calls") is not None and job.tool_calls >= int(b["max_tool_calls"]):
+    if not for_resume and b.get("max_tool_calls") is not None and tool_calls_used(job) >= int(b["max_tool_calls"]):
         return "max_tool_calls"
     if for_resume and b.get("max_resume_attempts") is not None and job.resume_attempts > int(b["max_resume_attempts"]):
         return "max_resume_attempts"
@@ -23,7 +32,7 @@ def usage(job):
     return {
         "deadline_s": {"limit": b.get("deadline_s"), "used": round(time.time() - job.created_at, 3)},
         "max_cost": {"limit": b.get("max_cost"), "used": job.cost},
-        "max_tool_calls": {"limit": b.get("max_tool_calls"), "used": job.tool_calls},
+        "max_tool_calls": {"limit": b.get("max_tool_calls"), "used": tool_calls_used(job)},
         "max_resume_attempts": {"limit": b.get("max_resume_attempts"), "used": job.resume_attempts},
     }
 

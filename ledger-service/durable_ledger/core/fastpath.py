@@ -76,8 +76,7 @@ _CLAIM_PG = (
     + ", ".join(["%s"] * len(_INSERT_COLS)) + " FROM fence"
     " ON CONFLICT (tenant, operation_key) DO NOTHING RETURNING id),"
     " ev AS (INSERT INTO operation_event (" + _EVENT_COLS + ")"
-    " SELECT id, %s, NULL, 'SENT', %s, %s, %s, %s FROM ins),"
-    " upd AS (UPDATE job SET tool_calls = tool_calls + 1, updated_at = %s WHERE id = %s AND EXISTS (SELECT 1 FROM ins))"
+    " SELECT id, %s, NULL, 'SENT', %s, %s, %s, %s FROM ins)"
     " SELECT (SELECT id FROM ins), (SELECT count(*) FROM fence)"
 )
 
@@ -105,9 +104,8 @@ def claim_new(tenant, job, key, action, digest, token, target, requires_approval
             op_id = cur.lastrowid
             db.execute_sql("INSERT INTO operation_event (" + _EVENT_COLS + ") VALUES (?, ?, NULL, 'SENT', ?, ?, ?, ?)",
                            (op_id, job.id, actor, token, detail, now))
-            db.execute_sql("UPDATE job SET tool_calls = tool_calls + 1, updated_at = ? WHERE id = ?", (now, job.id))
     else:
-        row = db.execute_sql(_CLAIM_PG, [job.id, token, *values, job.id, actor, token, detail, now, now, job.id]).fetchone()
+        row = db.execute_sql(_CLAIM_PG, [job.id, token, *values, job.id, actor, token, detail, now]).fetchone()
         op_id = row[0]
         if op_id is None:
             return None
@@ -123,9 +121,10 @@ def claim_new(tenant, job, key, action, digest, token, target, requires_approval
 _CONFIRM_PG = (
     "WITH old AS (SELECT id, job_id, state FROM operation WHERE tenant = %s AND operation_key = %s FOR UPDATE),"
     " upd AS (UPDATE operation o SET state = 'CONFIRMED', remote_id = %s, receipt = %s, last_error = NULL,"
-    " updated_at = %s FROM old WHERE o.id = old.id AND old.state IN ('SENT', 'UNKNOWN', 'NEEDS_REVIEW')"
+    " updated_at = %s FROM old JOIN job j ON j.id = old.job_id"
+    " WHERE o.id = old.id AND old.state IN ('SENT', 'UNKNOWN', 'NEEDS_REVIEW')"
     " AND EXISTS (SELECT 1 FROM lease l WHERE l.job_id = old.job_id AND l.fencing_token = %s FOR SHARE)"
-    " RETURNING " + ", ".join(f"o.{c}" for c in OP_COLS) + ", old.state AS state_before),"
+    " RETURNING " + ", ".join(f"o.{c}" for c in OP_COLS) + ", old.state AS state_before, j.job_id AS job_key),"
     " ev AS (INSERT INTO operation_event (" + _EVENT_COLS + ")"
     " SELECT id, job_id, state_before, 'CONFIRMED', %s, %s, %s, %s FROM upd)"
     " SELECT * FROM upd"
@@ -150,11 +149,15 @@ def confirm(tenant, key, token, remote_id, receipt, actor):
                            " updated_at = ? WHERE id = ?", (str(remote_id), receipt_text, now, op_id))
             db.execute_sql("INSERT INTO operation_event (" + _EVENT_COLS + ") VALUES (?, ?, ?, 'CONFIRMED', ?, ?, ?, ?)",
                            (op_id, job_pk, before, actor, token, detail, now))
-            values = db.execute_sql("SELECT " + ", ".join(OP_COLS) + " FROM operation WHERE id = ?",
-                                    (op_id,)).fetchone()
-        return _model(Operation, _OP_FIELDS, values)
+            values = db.execute_sql("SELECT " + ", ".join(f"o.{c}" for c in OP_COLS) + ", j.job_id FROM operation o"
+                                    " JOIN job j ON j.id = o.job_id WHERE o.id = ?", (op_id,)).fetchone()
+        op = _model(Operation, _OP_FIELDS, values[:-1])
+        op.job_key = values[-1]
+        return op
     row = db.execute_sql(_CONFIRM_PG, (tenant, key, str(remote_id), receipt_text, now, token,
                                        actor, token, detail, now)).fetchone()
     if row is None:
         return None
-    return _model(Operation, _OP_FIELDS, row[:len(OP_COLS)])
+    op = _model(Operation, _OP_FIELDS, row[:len(OP_COLS)])
+    op.job_key = row[-1]
+    return op

@@ -228,7 +228,6 @@ def _claim_retry(op, job, token, actor, now):
         if n != 1:
             return None
         _event(op, job.id, op.state, S.SENT, actor, token, {"attempt": attempt}, now)
-        Job.update(tool_calls=Job.tool_calls + 1, updated_at=now).where(Job.id == job.id).execute()
     return Operation.get_by_id(op.id)
 
 

@@ -22,6 +22,12 @@ def lease_dict(lease, now=None):
     }
 
 
+def _tool_calls(job):
+    from .budgets import tool_calls_used
+
+    return tool_calls_used(job)
+
+
 def job_dict(job, lease=None):
     return {
         "job_id": job.job_id,
@@ -34,7 +40,7 @@ def job_dict(job, lease=None):
         "halt_reason": job.halt_reason,
         "session_id": job.session_id,
         "budgets": job.budgets or {},
-        "counters": {"tool_calls": job.tool_calls, "cost": job.cost, "resume_attempts": job.resume_attempts},
+        "counters": {"tool_calls": _tool_calls(job), "cost": job.cost, "resume_attempts": job.resume_attempts},
         "policy_hash": job.policy_hash,
         "fencing_token": lease.fencing_token if lease else 0,
         "lease": lease_dict(lease),
@@ -47,7 +53,7 @@ def job_dict(job, lease=None):
 def operation_dict(op, job_id=None):
     return {
         "operation_key": op.operation_key,
-        "job_id": job_id if job_id is not None else op.job.job_id,
+        "job_id": job_id if job_id is not None else (getattr(op, "job_key", None) or op.job.job_id),
         "task_version": op.task_version,
         "action": op.action,
         "state": op.state,

@@ -18,3 +18,15 @@ class MediaFetchFailed(LedgerError):
     """The media URL could not be fetched (or was too large)."""
 
     code, http_status = "media_fetch_failed", 422
+
+
+class PostNotFound(NotFound):
+    """WordPress has no post with this id (or the proxy's user may not see it)."""
+
+    code = "post_not_found"
+
+
+class PublishNotApproved(LedgerError):
+    """Publishing needs an operation the ledger dispatched after a matching approval."""
+
+    code, http_status = "approval_required", 403

@@ -52,3 +52,32 @@ class SeoUpdateSchema(_Durable):
     def _not_empty(self, data, **_kw):
         if not any(v is not None for v in data["seo"].values()):
             raise ValidationError("seo needs at least one of title, description, focus_keyword", "seo")
+
+
+class ResourcePackSchema(Schema):
+    html = fields.Str(required=True, validate=validate.Length(min=1))
+
+
+class PostUpdateSchema(_Durable):
+    """A fenced, verified update of an existing post. Sets values, never appends."""
+
+    operation_key = fields.Str(load_default=None, validate=validate.Length(min=1, max=191))
+    title = fields.Str(load_default=None)
+    content = fields.Str(load_default=None)
+    excerpt = fields.Str(load_default=None)
+    featured_media = fields.Int(load_default=None, allow_none=True)
+    resource_pack = fields.Nested(ResourcePackSchema, load_default=None)
+
+    @validates_schema
+    def _pack_needs_base(self, data, **_kw):
+        if data.get("resource_pack") is not None:
+            if data.get("content") is None:
+                raise ValidationError("resource_pack needs content: the article body it is appended to", "content")
+            if not data.get("operation_key"):
+                raise ValidationError("resource_pack needs the operation_key it is bound to", "operation_key")
+        if not any(data.get(k) is not None for k in ("title", "content", "excerpt", "featured_media")):
+            raise ValidationError("nothing to update: give title, content, excerpt or featured_media", "_schema")
+
+
+class PublishSchema(_Durable):
+    operation_key = fields.Str(required=True, validate=validate.Length(min=1, max=191))

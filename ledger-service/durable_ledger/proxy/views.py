@@ -11,14 +11,16 @@ from .. import __version__
 from ..auth import bearer_from_header
 from ..errors import MalformedJson, SiteNotAllowed, ValidationFailed
 from ..wordpress_client import seo_meta
-from .errors import SiteNotFound, WordPressUnavailable
+from .errors import PostNotFound, SiteNotFound, WordPressUnavailable
 from .media import media_bytes
-from .schemas import DraftSchema, MediaSchema, SeoUpdateSchema
+from .packs import count_packs, with_resource_pack
+from .schemas import DraftSchema, MediaSchema, PostUpdateSchema, PublishSchema, SeoUpdateSchema
 
 log = logging.getLogger("durable_ledger.proxy")
 bp = Blueprint("proxy", __name__)
 
 POST_FIELDS = ("id", "status", "link", "title", "excerpt", "featured_media", "categories", "tags", "meta", "date_gmt")
+READ_FIELDS = POST_FIELDS + ("content", "modified_gmt")
 MEDIA_FIELDS = ("id", "status", "source_url", "title", "alt_text", "caption", "mime_type", "post")
 
 
@@ -73,6 +75,22 @@ def _with_edit_urls(site: str, objects) -> list:
     return [{**o, "edit_url": _edit_url(site, o.get("id"))} for o in objects or []]
 
 
+def _strict_status(result) -> int:
+    """`?strict=1`: the HTTP status follows `outcome` (the body is the same).
+
+    For callers that branch on the status, like n8n's HTTP Request error output, whose error
+    classification then matches the ledger's: 4xx that proves nothing was written -> fail,
+    401/403 -> halt, 502/504 (written or not, unprovable) -> unknown, reconciled on the next run.
+    A connection that never opened is 503: also reconciled first (the lookup proves absence).
+    """
+    if result.outcome == "confirmed":
+        return 200
+    if result.outcome == "failed":
+        status = result.http_status
+        return status if status and 400 <= status < 500 else 503
+    return 504 if (result.error or {}).get("kind") == "timeout" else 502
+
+
 def _answer(site, kind, key, result, plugin, fields):
     obj = result.body or {}
     body = {
@@ -85,7 +103,8 @@ def _answer(site, kind, key, result, plugin, fields):
     log.info("write site=%s kind=%s key=%s outcome=%s http=%s id=%s replayed=%s verified=%s",
              site, kind, key, result.outcome, result.http_status, result.remote_id, result.replayed,
              body["verified"])
-    return jsonify(body)
+    strict = request.args.get("strict", "").lower() in ("1", "true", "yes")
+    return jsonify(body), _strict_status(result) if strict else 200
 
 
 @bp.get("/health")
@@ -132,6 +151,57 @@ def update_seo(site, post_id):
     result = client.update_post(post_id, {"meta": seo_meta(data["seo"], data["seo_plugins"])},
                                 job_id=data["job_id"], fencing_token=data["fencing_token"])
     return _answer(site, "post", data.get("operation_key"), result, plugin, POST_FIELDS)
+
+
+@bp.post("/v1/sites/<site>/posts/<int:post_id>")
+def update_post(site, post_id):
+    """Fenced update that sets values. A resource pack is bound to the post id and operation key:
+    content = the given body (any earlier pack stripped) + exactly one pack block, so a repeat
+    rewrites the same content instead of appending a second pack."""
+    client = _site(site, "runner")
+    data = _load(PostUpdateSchema(), _json_body())
+    fields = {k: data[k] for k in ("title", "content", "excerpt", "featured_media") if data.get(k) is not None}
+    if data.get("resource_pack"):
+        fields["content"] = with_resource_pack(fields["content"], data["resource_pack"]["html"], post_id,
+                                               data["operation_key"])
+    plugin = _plugin(site)
+    result = client.update_post(post_id, fields, job_id=data["job_id"], fencing_token=data["fencing_token"])
+    if data.get("resource_pack") and result.outcome == "confirmed":
+        stored = (result.body or {}).get("content")
+        found = count_packs(stored.get("raw", "") if isinstance(stored, dict) else stored or "", post_id,
+                            data["operation_key"])
+        result.verification["resource_pack"] = {"sent": 1, "stored": found, "ok": found == 1}
+    return _answer(site, "post", data.get("operation_key"), result, plugin, READ_FIELDS)
+
+
+@bp.post("/v1/sites/<site>/posts/<int:post_id>/publish")
+def publish_post(site, post_id):
+    """Publishing is approval-gated in the ledger; the proxy checks that gate again itself: only an
+    operation the ledger dispatched (SENT, so its approval matched) or confirmed may publish."""
+    client = _site(site, "runner")
+    data = _load(PublishSchema(), _json_body())
+    current_app.config["PROXY_PUBLISH_GUARD"](g.principal, data["operation_key"], data["job_id"])
+    plugin = _plugin(site)
+    result = client.update_post(post_id, {"status": "publish"}, job_id=data["job_id"],
+                                fencing_token=data["fencing_token"])
+    return _answer(site, "post", data["operation_key"], result, plugin, POST_FIELDS)
+
+
+@bp.get("/v1/sites/<site>/posts/<int:post_id>")
+def read_post(site, post_id):
+    """Read-back for verification steps: the stored post in edit context (raw title, excerpt,
+    content, meta), straight from WordPress."""
+    client = _site(site, "runner", "editor")
+    try:
+        status, body = client.read_post(post_id)
+    except requests.RequestException as exc:
+        raise WordPressUnavailable(f"WordPress site '{site}' is unreachable", {"site": site}) from exc
+    if status == 404:
+        raise PostNotFound(f"no post {post_id} on '{site}'", {"site": site, "post_id": post_id})
+    if status != 200 or not isinstance(body, dict):
+        raise WordPressUnavailable(f"reading post {post_id} on '{site}' answered {status}", {"site": site})
+    post = {k: (v.get("raw") if isinstance(v, dict) and "raw" in v else v) for k, v in body.items() if k in READ_FIELDS}
+    return jsonify({"site": site, "post": post, "edit_url": _edit_url(site, post_id)})
 
 
 @bp.get("/v1/sites/<site>/operations/<path:key>")

@@ -4,6 +4,7 @@ import json
 import logging
 
 from . import registry
+from .generation import RegenerateReconciler
 from .http import HttpLookupReconciler
 from .wordpress import IdempotentUpdateReconciler, WordPressReconciler
 
@@ -16,7 +17,9 @@ def configure(cfg):
         registry.register("wordpress.create_draft", wp)
         registry.register("wordpress.upload_media", wp)
         registry.register("wordpress.publish", wp)
-    registry.register("wordpress.set_seo", IdempotentUpdateReconciler())
+    for action in ("set_seo", "update_post", "add_resource_pack"):
+        registry.register(f"wordpress.{action}", IdempotentUpdateReconciler())
+    registry.register("openai.*", RegenerateReconciler())
     for kind, template in (json.loads(cfg.reconcile_http) if cfg.reconcile_http else {}).items():
         registry.register(kind, HttpLookupReconciler(template))
     log.info("reconcilers: %s", ", ".join(registry.kinds()) or "(none)")

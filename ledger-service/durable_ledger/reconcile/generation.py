@@ -1,0 +1,18 @@
+"""Reconciler for generation steps (OpenAI chat completions, image generation).
+
+A generation writes nothing anywhere else: its only product is the answer, which becomes the
+receipt. If a run died after sending the request and before recording the answer, that answer
+was never used downstream (every later step reads it from the receipt), so generating again is
+safe. It costs tokens, which the job's budgets count.
+"""
+
+from .verdicts import Absent
+
+
+class RegenerateReconciler:
+    def lookup(self, op):
+        return Absent(True, {"detail": f"{op.action} has no remote side effect; its unrecorded answer was never "
+                                       "used, so generating again is safe"})
+
+    def verify(self, op, remote_id):
+        return True

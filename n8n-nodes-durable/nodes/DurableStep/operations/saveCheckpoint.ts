@@ -1,0 +1,44 @@
+import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
+import { NodeOperationError } from 'n8n-workflow';
+import { fencingToken, jsonObject, parseJson, requiredString } from '../params';
+import { jobPath, ledgerCall } from '../transport';
+import { PROCEED, type StepResult } from '../types';
+
+export async function saveCheckpoint(
+	ctx: IExecuteFunctions,
+	i: number,
+	item: INodeExecutionData,
+): Promise<StepResult> {
+	const jobId = requiredString(ctx, 'jobId', i, 'Job ID');
+	const token = fencingToken(ctx, i);
+	const phase = requiredString(ctx, 'phase', i, 'Phase');
+	const artifactsParam = ctx.getNodeParameter('artifacts', i, {}) as { artifact?: IDataObject[] };
+	const options = ctx.getNodeParameter('checkpointOptions', i, {}) as IDataObject;
+
+	const artifacts = (artifactsParam.artifact ?? []).map((a, n) => {
+		if (!a.role || !a.uri) {
+			throw new NodeOperationError(ctx.getNode(), `Artifact ${n + 1} needs a role and a URI`, {
+				itemIndex: i,
+				description: 'Fill in Role and URI (and SHA-256 when the artifact is a file) for every artifact.',
+			});
+		}
+		return { role: a.role, uri: a.uri, sha256: a.sha256 || null };
+	});
+	const body: IDataObject = {
+		fencing_token: token,
+		phase,
+		artifacts,
+		remote: jsonObject(parseJson(options.remote ?? {}, ctx, i, 'Remote IDs (JSON)', {}), ctx, i, 'Remote IDs (JSON)'),
+		next_allowed_actions: String(options.nextAllowedActions ?? '')
+			.split(',')
+			.map((s) => s.trim())
+			.filter((s) => s),
+	};
+	if (typeof options.taskVersion === 'number' && options.taskVersion > 0) body.task_version = options.taskVersion;
+
+	const answer = await ledgerCall(ctx, 'POST', jobPath(jobId, '/checkpoints'), body, i, `Saving checkpoint ${phase} of job ${jobId}`);
+	return {
+		output: PROCEED,
+		json: { ...item.json, durable: { job_id: jobId, phase, checkpoint: answer.checkpoint ?? null, job: answer.job ?? null } },
+	};
+}

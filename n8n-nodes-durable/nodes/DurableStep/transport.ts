@@ -1,0 +1,123 @@
+import type {
+	IDataObject,
+	IExecuteFunctions,
+	IHttpRequestMethods,
+	IHttpRequestOptions,
+	JsonObject,
+} from 'n8n-workflow';
+import { NodeApiError } from 'n8n-workflow';
+
+export const CREDENTIAL_NAME = 'durableLedgerApi';
+
+/** A ledger refusal: the HTTP status plus the `{error: {code, message, details}}` body. */
+export interface LedgerRefusal {
+	status: number;
+	code: string;
+	message: string;
+	details: IDataObject;
+}
+
+export type LedgerAnswer =
+	| { ok: true; status: number; body: IDataObject }
+	| { ok: false; refusal: LedgerRefusal };
+
+/** Operation keys contain ':' and are single path segments. */
+export function operationPath(operationKey: string, verb?: string): string {
+	const base = `/v1/operations/${encodeURIComponent(operationKey)}`;
+	return verb ? `${base}/${verb}` : base;
+}
+
+export function jobPath(jobId: string, suffix = ''): string {
+	return `/v1/jobs/${encodeURIComponent(jobId)}${suffix}`;
+}
+
+function asRefusal(status: number, body: unknown): LedgerRefusal {
+	const error = ((body as IDataObject | undefined)?.error ?? {}) as IDataObject;
+	return {
+		status,
+		code: typeof error.code === 'string' ? error.code : `http_${status}`,
+		message:
+			typeof error.message === 'string'
+				? error.message
+				: `The ledger answered HTTP ${status}${typeof body === 'string' && body ? `: ${body.slice(0, 200)}` : ''}`,
+		details: (error.details as IDataObject) ?? {},
+	};
+}
+
+/**
+ * Calls the ledger and returns its answer without throwing on 4xx/5xx, so that callers can
+ * route expected refusals (digest mismatch, stale token) instead of failing the node.
+ * Transport failures (connection refused, DNS, timeout) are thrown as NodeApiError.
+ */
+export async function ledgerRequest(
+	ctx: IExecuteFunctions,
+	method: IHttpRequestMethods,
+	path: string,
+	body: IDataObject | undefined,
+	itemIndex: number,
+): Promise<LedgerAnswer> {
+	const credentials = await ctx.getCredentials(CREDENTIAL_NAME, itemIndex);
+	const baseUrl = String(credentials.baseUrl ?? '').replace(/\/+$/, '');
+	const options: IHttpRequestOptions = {
+		method,
+		url: `${baseUrl}${path}`,
+		json: true,
+		returnFullResponse: true,
+		ignoreHttpStatusErrors: true,
+		timeout: 30000,
+		headers: { Accept: 'application/json' },
+	};
+	if (body !== undefined) options.body = body;
+	let response: { statusCode: number; body: unknown };
+	try {
+		response = (await ctx.helpers.httpRequestWithAuthentication.call(
+			ctx,
+			CREDENTIAL_NAME,
+			options,
+		)) as { statusCode: number; body: unknown };
+	} catch (error) {
+		throw new NodeApiError(ctx.getNode(), error as JsonObject, {
+			itemIndex,
+			message: `ledger_unreachable: ${method} ${path} failed: ${(error as Error).message}`,
+			description: `Check the Base URL in the Durable Ledger API credential (${baseUrl}) and that the ledger service is running.`,
+		});
+	}
+	const status = Number(response.statusCode);
+	if (status >= 200 && status < 300) {
+		return { ok: true, status, body: (response.body as IDataObject) ?? {} };
+	}
+	return { ok: false, refusal: asRefusal(status, response.body) };
+}
+
+/** Turns a ledger refusal into the NodeApiError users see, with the ledger's error code first. */
+export function refusalError(
+	ctx: IExecuteFunctions,
+	refusal: LedgerRefusal,
+	itemIndex: number,
+	what: string,
+): NodeApiError {
+	return new NodeApiError(
+		ctx.getNode(),
+		{ error: { code: refusal.code, message: refusal.message, details: refusal.details } } as JsonObject,
+		{
+			itemIndex,
+			httpCode: String(refusal.status),
+			message: `${refusal.code}: ${refusal.message}`,
+			description: `${what} was refused by the ledger (HTTP ${refusal.status}). Details: ${JSON.stringify(refusal.details)}`,
+		},
+	);
+}
+
+/** Calls the ledger and throws NodeApiError on any refusal. */
+export async function ledgerCall(
+	ctx: IExecuteFunctions,
+	method: IHttpRequestMethods,
+	path: string,
+	body: IDataObject | undefined,
+	itemIndex: number,
+	what: string,
+): Promise<IDataObject> {
+	const answer = await ledgerRequest(ctx, method, path, body, itemIndex);
+	if (!answer.ok) throw refusalError(ctx, answer.refusal, itemIndex, what);
+	return answer.body;
+}

@@ -1,0 +1,84 @@
+// A small fake of n8n's IExecuteFunctions: enough surface for the Durable Step node, with
+// HTTP going over the network to the real ledger (the credential's authenticate block is
+// applied the way n8n does: Authorization: Bearer <token>).
+import { createRequire } from 'node:module';
+
+const require = createRequire(import.meta.url);
+export const { DurableStep } = require('../dist/nodes/DurableStep/DurableStep.node.js');
+export const { DurableLedgerApi } = require('../dist/credentials/DurableLedgerApi.credentials.js');
+export const workflow = require('n8n-workflow');
+
+function getPath(obj, dotted) {
+	return dotted.split('.').reduce((o, k) => (o === undefined || o === null ? undefined : o[k]), obj);
+}
+
+/**
+ * params: {name: value | (itemIndex, item) => value}; a function stands for an expression
+ * evaluated per item. A function may throw, like an expression that cannot be resolved.
+ */
+export function makeContext({ items, params, credentials, continueOnFail = false, executionId = 'exec-1' }) {
+	const node = {
+		id: 'node-1',
+		name: 'Durable Step',
+		type: 'n8n-nodes-durable.durableStep',
+		typeVersion: 1,
+		position: [0, 0],
+		parameters: {},
+	};
+	const calls = [];
+	const ctx = {
+		getInputData: () => items,
+		getNode: () => node,
+		continueOnFail: () => continueOnFail,
+		getExecutionId: () => executionId,
+		getNodeParameter(name, itemIndex, fallback) {
+			let value = name in params ? params[name] : getPath(params, name);
+			if (typeof value === 'function') value = value(itemIndex, items[itemIndex]);
+			if (value === undefined) {
+				if (arguments.length >= 3) return fallback;
+				throw new Error(`Could not get parameter "${name}"`);
+			}
+			return value;
+		},
+		async getCredentials(name) {
+			if (name !== 'durableLedgerApi') throw new Error(`unexpected credential ${name}`);
+			return credentials;
+		},
+		helpers: {
+			async httpRequestWithAuthentication(credentialName, options) {
+				const creds = await ctx.getCredentials(credentialName);
+				const headers = { ...(options.headers ?? {}), Authorization: `Bearer ${creds.token}` };
+				if (options.body !== undefined) headers['Content-Type'] = 'application/json';
+				calls.push({ method: options.method, url: options.url, body: options.body });
+				const res = await fetch(options.url, {
+					method: options.method,
+					headers,
+					body: options.body === undefined ? undefined : JSON.stringify(options.body),
+					signal: AbortSignal.timeout(options.timeout ?? 30000),
+				});
+				const text = await res.text();
+				let body = text;
+				try {
+					body = text ? JSON.parse(text) : {};
+				} catch {
+					// leave as text
+				}
+				if (!options.ignoreHttpStatusErrors && res.status >= 400) {
+					const err = new Error(`Request failed with status code ${res.status}`);
+					err.response = { status: res.status, data: body };
+					throw err;
+				}
+				return options.returnFullResponse
+					? { statusCode: res.status, body, headers: Object.fromEntries(res.headers) }
+					: body;
+			},
+		},
+	};
+	return { ctx, calls, node };
+}
+
+export async function runNode(options) {
+	const { ctx, calls } = makeContext(options);
+	const out = await new DurableStep().execute.call(ctx);
+	return { out, calls };
+}
