@@ -15,7 +15,7 @@ import time
 from ..db import write_txn
 from ..models import Operation, OperationEvent
 from ..reconcile import registry
-from ..reconcile.verdicts import Absent, Found, ReconcilerError
+from ..reconcile.verdicts import Absent, Found, ReconcilerError, Undecidable
 from . import states as S
 
 BUSY, ERROR, APPLIED, RACED, NO_RECONCILER = "busy", "error", "applied", "raced", "no_reconciler"
@@ -54,8 +54,8 @@ def reconcile_operation(op, actor, claim_s=60.0, escalate=True):
         return BUSY, None, Operation.get_by_id(op.id)
     try:
         if reconciler is None:
-            verdict = Absent(False, {"detail": f"no reconciler for '{registry.action_kind(op.action, op.target)}'; "
-                                               "an editor must decide"})
+            verdict = Undecidable({"detail": f"no reconciler for '{registry.action_kind(op.action, op.target)}'; "
+                                            "an editor must decide"})
             outcome = NO_RECONCILER
         else:
             verdict = reconciler.lookup(op)
