@@ -116,6 +116,7 @@ class Operation(BaseModel):
             (("tenant", "operation_key"), True),
             (("job", "state"), False),
             (("tenant", "state", "updated_at"), False),
+            (("state", "updated_at"), False),  # the sweeper scans across tenants
         )
 
 
@@ -131,6 +132,9 @@ class OperationEvent(BaseModel):
     fencing_token = IntegerField(null=True)
     detail = JSONText(null=True)
     created_at = DoubleField()
+
+    class Meta:
+        indexes = ((("job", "to_state"), False),)  # dispatch counts for the tool-call budget
 
 
 class Checkpoint(BaseModel):
