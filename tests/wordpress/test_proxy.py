@@ -204,3 +204,84 @@ def test_proxy_health_lists_sites_without_secrets(proxy_client):
     r = proxy_client("GET", "/health")
     assert r.json["status"] == "ok"
     assert r.json["sites"] == ["lossy", "plain", "production", "test"]
+
+
+# ---------------------------------------------------------------- endpoints the article pipeline uses
+
+def _draft(proxy_client, uid, **extra):
+    r = proxy_client("POST", "/v1/sites/test/drafts", json={
+        "operation_key": f"pl-{uid}:create_draft", "job_id": f"job-{uid}", "title": f"Pipeline {uid}",
+        "content": "<p>Body.</p>", **extra})
+    assert r.json["outcome"] == "confirmed", r.json
+    return r.json["remote_id"]
+
+
+def test_proxy_strict_mode_status_follows_the_outcome(proxy_client):
+    uid = _uid()
+    body = {"operation_key": f"st-{uid}", "job_id": f"job-{uid}", "title": f"Strict {uid}"}
+    ok = proxy_client("POST", "/v1/sites/test/drafts?strict=1", json=body)
+    assert (ok.status_code, ok.json["outcome"]) == (200, "confirmed")
+    other = proxy_client("POST", "/v1/sites/test/drafts?strict=1", json={**body, "title": "changed"})
+    assert (other.status_code, other.json["outcome"]) == (422, "failed")  # durable_digest_mismatch
+    lenient = proxy_client("POST", "/v1/sites/test/drafts", json={**body, "title": "changed"})
+    assert (lenient.status_code, lenient.json["outcome"]) == (200, "failed")  # the default contract
+
+
+def test_proxy_resource_pack_is_set_once_even_when_repeated(proxy_client, wordpress_site):
+    uid = _uid()
+    post_id = _draft(proxy_client, uid)
+    key = f"pl-{uid}:add_resource_pack"
+    update = {"operation_key": key, "job_id": f"job-{uid}", "content": "<p>Body.</p>",
+              "resource_pack": {"html": "<ul><li>link</li></ul>"}}
+    first = proxy_client("POST", f"/v1/sites/test/posts/{post_id}?strict=1", json=update)
+    assert first.status_code == 200 and first.json["verified"] is True, first.json
+    assert first.json["verification"]["resource_pack"] == {"sent": 1, "stored": 1, "ok": True}
+    # a retry, and a caller that sends back the stored content: still exactly one pack
+    proxy_client("POST", f"/v1/sites/test/posts/{post_id}", json=update)
+    stored = proxy_client("GET", f"/v1/sites/test/posts/{post_id}").json["post"]["content"]
+    again = proxy_client("POST", f"/v1/sites/test/posts/{post_id}", json={**update, "content": stored})
+    assert again.json["verification"]["resource_pack"]["stored"] == 1
+    content = requests.get(wordpress_site.rest(f"/wp/v2/posts/{post_id}&context=edit"), auth=wordpress_site.auth,
+                           timeout=30).json()["content"]["raw"]
+    assert content.count("<!-- durable:resource-pack ") == 1
+    assert f"post={post_id} op={key}" in content and content.startswith("<p>Body.</p>")
+
+
+def test_proxy_read_post_returns_raw_fields_and_edit_url(proxy_client):
+    uid = _uid()
+    post_id = _draft(proxy_client, uid, excerpt="Short.", seo={"title": "T", "description": "D", "focus_keyword": "k"})
+    r = proxy_client("GET", f"/v1/sites/test/posts/{post_id}")
+    assert r.status_code == 200
+    post = r.json["post"]
+    assert (post["title"], post["excerpt"].strip(), post["status"]) == (f"Pipeline {uid}", "Short.", "draft")
+    assert post["meta"]["rank_math_title"] == "T" and post["content"] == "<p>Body.</p>"
+    assert r.json["edit_url"].endswith(f"post={post_id}&action=edit")
+    assert proxy_client("GET", "/v1/sites/test/posts/99999999").status_code == 404
+
+
+def test_proxy_publish_needs_an_operation_the_ledger_dispatched(proxy_client, wordpress_site):
+    import time
+
+    from durable_ledger.db import db
+    from durable_ledger.models import Job, Operation
+
+    uid = _uid()
+    post_id = _draft(proxy_client, uid)
+    key = f"pl-{uid}:publish"
+    body = {"operation_key": key, "job_id": f"job-{uid}"}
+    refused = proxy_client("POST", f"/v1/sites/test/posts/{post_id}/publish", json=body)
+    assert (refused.status_code, refused.json["error"]["code"]) == (403, "approval_required")
+    now = time.time()
+    with db.connection_context():
+        job = Job.create(tenant="acme", job_id=f"job-{uid}", pipeline="article", created_at=now, updated_at=now)
+        op = Operation.create(tenant="acme", operation_key=key, job=job, task_version=1, action="publish",
+                              request_hash="0" * 64, state="PREPARED", fencing_token=1, requires_approval=True,
+                              created_at=now, updated_at=now)
+    unapproved = proxy_client("POST", f"/v1/sites/test/posts/{post_id}/publish", json=body)
+    assert unapproved.status_code == 403  # PREPARED: the approval did not match
+    with db.connection_context():
+        Operation.update(state="SENT").where(Operation.id == op.id).execute()  # what begin does after approval
+    published = proxy_client("POST", f"/v1/sites/test/posts/{post_id}/publish?strict=1", json=body)
+    assert published.status_code == 200 and published.json["post"]["status"] == "publish", published.json
+    st = requests.get(wordpress_site.rest(f"/wp/v2/posts/{post_id}&context=edit"), auth=wordpress_site.auth, timeout=30)
+    assert st.json()["status"] == "publish"

@@ -55,12 +55,17 @@ def _json_body():
     return body
 
 
-def _plugin(name: str) -> bool:
+def _plugin(name: str, writing: bool = False) -> bool | None:
     try:
         return _registry().has_plugin(name)
     except requests.RequestException as exc:
         raise WordPressUnavailable(f"WordPress site '{name}' is unreachable", {"site": name}) from exc
     except PermissionError as exc:
+        if writing:
+            # Revoked credentials: send the write anyway, so WordPress's own 401/403 becomes the
+            # answer (outcome failed, kind auth: the caller halts). A 502 here would read as
+            # "unknown" and send the job into reconciliation instead of stopping it.
+            return None
         raise WordPressUnavailable(str(exc), {"site": name}) from exc
 
 
@@ -122,7 +127,7 @@ def create_draft(site):
     meta = seo_meta(data.get("seo"), data["seo_plugins"])
     if meta:
         fields["meta"] = meta
-    plugin = _plugin(site)
+    plugin = _plugin(site, writing=True)
     result = client.create_post(fields, operation_key=data["operation_key"], job_id=data["job_id"],
                                 fencing_token=data["fencing_token"])
     return _answer(site, "post", data["operation_key"], result, plugin, POST_FIELDS)
@@ -136,7 +141,7 @@ def upload_media(site):
     data = _load(MediaSchema(), raw)
     cfg = current_app.config
     content, filename, mime = media_bytes(data, upload, cfg["PROXY_MAX_MEDIA_BYTES"], client.timeout)
-    plugin = _plugin(site)
+    plugin = _plugin(site, writing=True)
     extra = {k: data[k] for k in ("alt_text", "title", "caption", "description") if data.get(k) is not None}
     result = client.upload_media(content, filename, mime, extra, operation_key=data["operation_key"],
                                  job_id=data["job_id"], fencing_token=data["fencing_token"])
@@ -147,7 +152,7 @@ def upload_media(site):
 def update_seo(site, post_id):
     client = _site(site, "runner")
     data = _load(SeoUpdateSchema(), _json_body())
-    plugin = _plugin(site)
+    plugin = _plugin(site, writing=True)
     result = client.update_post(post_id, {"meta": seo_meta(data["seo"], data["seo_plugins"])},
                                 job_id=data["job_id"], fencing_token=data["fencing_token"])
     return _answer(site, "post", data.get("operation_key"), result, plugin, POST_FIELDS)
@@ -164,7 +169,7 @@ def update_post(site, post_id):
     if data.get("resource_pack"):
         fields["content"] = with_resource_pack(fields["content"], data["resource_pack"]["html"], post_id,
                                                data["operation_key"])
-    plugin = _plugin(site)
+    plugin = _plugin(site, writing=True)
     result = client.update_post(post_id, fields, job_id=data["job_id"], fencing_token=data["fencing_token"])
     if data.get("resource_pack") and result.outcome == "confirmed":
         stored = (result.body or {}).get("content")
@@ -181,7 +186,7 @@ def publish_post(site, post_id):
     client = _site(site, "runner")
     data = _load(PublishSchema(), _json_body())
     current_app.config["PROXY_PUBLISH_GUARD"](g.principal, data["operation_key"], data["job_id"])
-    plugin = _plugin(site)
+    plugin = _plugin(site, writing=True)
     result = client.update_post(post_id, {"status": "publish"}, job_id=data["job_id"],
                                 fencing_token=data["fencing_token"])
     return _answer(site, "post", data["operation_key"], result, plugin, POST_FIELDS)
