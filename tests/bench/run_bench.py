@@ -116,8 +116,8 @@ def floor_sqlite(path, n=2000):
 
 def preload(backend, target, url_or_path, dsn=None):
     """Top the ledger up to ``target`` operations (a separate bulk job) in one statement."""
-    sql_job = "INSERT INTO job (tenant, job_id, task_version, pipeline, status, tool_calls, cost, resume_attempts," \
-              " created_at, updated_at) VALUES ('bench', 'bulk', 1, 'generic', 'active', 0, 0, 0, 0, 0)"
+    sql_job = "INSERT INTO job (tenant, job_id, task_version, pipeline, status, cost, resume_attempts," \
+              " created_at, updated_at) VALUES ('bench', 'bulk', 1, 'generic', 'active', 0, 0, 0, 0)"
     if backend == "postgres":
         conn = psycopg2.connect(dsn)
         conn.autocommit = True
