@@ -189,7 +189,7 @@ def test_resume_verifies_artifacts_and_goes_back_not_forward(client, tok):
 def test_policy_change_halts_until_reapproved(client, tok):
     packet = client.post("/v1/jobs/a1/resume", headers=auth(),
                          json={"owner": "w2", "takeover": True, "policy_hash": "p2"}).get_json()
-    assert packet["halt_reason"] == "policy_changed"
+    assert packet["halt_reason"] == "policy_changed" and packet["approvals"] == []
     assert begin(client, packet["fencing_token"], action="create_draft")["reason"] == "policy_changed"
     client.post("/v1/jobs/a1/reauthorize", headers=APPROVER, json={"policy_hash": "p2"})
     assert begin(client, packet["fencing_token"], action="create_draft")["decision"] == "dispatch"

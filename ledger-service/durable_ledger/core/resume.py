@@ -9,9 +9,10 @@ send the job back to the phase that produced them.
 import time
 
 from ..errors import InvalidTransition
-from ..models import Checkpoint, Job, Operation
+from ..models import Approval, Checkpoint, Job, Operation
 from . import budgets
 from . import states as S
+from .approvals import approval_dict
 from .audit import audit
 from .jobs import get_job
 from .leases import acquire_lease
@@ -116,5 +117,7 @@ def resume_job(principal, job_id, owner, ttl_s, takeover=False, artifacts=None, 
         "completed": [{"operation_key": o.operation_key, "action": o.action, "remote_id": o.remote_id}
                       for o in ops if o.state == S.CONFIRMED],
         "next_allowed_actions": allowed,
+        "approvals": [a for a in (approval_dict(x) for x in Approval.select().where(Approval.job == job.id))
+                      if a["task_version"] == job.task_version],
         "summary": _summary(job, phase, ops, checked, halt or budget),
     }
