@@ -43,25 +43,43 @@ def _model(cls, fields, values):
     return obj
 
 
-_LOAD = (
+# The operation is joined by an exact key so that the (tenant, operation_key) index is used;
+# a key computed in SQL from the job's columns made PostgreSQL scan the tenant's operations.
+_LOAD_WITH_KEY = (
     "SELECT " + ", ".join(f"j.{c}" for c in JOB_COLS) + ", l.fencing_token, "
     + ", ".join(f"o.{c}" for c in OP_COLS)
     + " FROM job j LEFT JOIN lease l ON l.job_id = j.id"
-    " LEFT JOIN operation o ON o.tenant = j.tenant AND o.operation_key ="
-    " COALESCE(?, j.tenant || ':' || j.job_id || ':v' || CAST(j.task_version AS TEXT) || ':' || ?)"
+    " LEFT JOIN operation o ON o.tenant = j.tenant AND o.operation_key = ?"
     " WHERE j.tenant = ? AND j.job_id = ?"
 )
+_LOAD_JOB = ("SELECT " + ", ".join(f"j.{c}" for c in JOB_COLS) + ", l.fencing_token"
+             " FROM job j LEFT JOIN lease l ON l.job_id = j.id WHERE j.tenant = ? AND j.job_id = ?")
+_LOAD_OP = "SELECT " + ", ".join(OP_COLS) + " FROM operation WHERE tenant = ? AND operation_key = ?"
 
 
 def load(tenant, job_id, operation_key, action):
-    """(job, lease or None, operation or None) in one query; (None, None, None) if no job."""
-    row = db.execute_sql(_sql(_LOAD), (operation_key, action, tenant, job_id)).fetchone()
-    if row is None:
-        return None, None, None
+    """(job, lease or None, operation or None); (None, None, None) if no job.
+
+    One query when the caller names the key; two (job, then operation) for the default key,
+    which depends on the job's current task version.
+    """
+    from .digest import default_operation_key
+
     n = len(JOB_COLS)
+    if operation_key:
+        row = db.execute_sql(_sql(_LOAD_WITH_KEY), (operation_key, tenant, job_id)).fetchone()
+        if row is None:
+            return None, None, None
+        op_values = row[n + 1:] if row[n + 1] is not None else None
+    else:
+        row = db.execute_sql(_sql(_LOAD_JOB), (tenant, job_id)).fetchone()
+        if row is None:
+            return None, None, None
+        key = default_operation_key(tenant, job_id, row[JOB_COLS.index("task_version")], action)
+        op_values = db.execute_sql(_sql(_LOAD_OP), (tenant, key)).fetchone()
     job = _model(Job, _JOB_FIELDS, row[:n])
     lease = LeaseView(row[n]) if row[n] is not None else None
-    op = _model(Operation, _OP_FIELDS, row[n + 1:]) if row[n + 1] is not None else None
+    op = _model(Operation, _OP_FIELDS, op_values) if op_values is not None else None
     return job, lease, op
 
 
