@@ -47,6 +47,20 @@ def init_database(url):
         return database
 
 
+def bind_request_lifecycle(app):
+    """Open the thread's connection per request; hand PostgreSQL connections back to the pool
+    after it. SQLite keeps its per-thread connection: reopening it costs more than a gate call."""
+
+    @app.before_request
+    def _connect():
+        db.connect(reuse_if_open=True)
+
+    @app.teardown_request
+    def _close(_exc):
+        if not is_sqlite() and not db.is_closed():
+            db.close()
+
+
 def is_sqlite():
     return isinstance(db.obj, SqliteDatabase)
 

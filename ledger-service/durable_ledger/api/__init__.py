@@ -7,7 +7,7 @@ from flask import Flask
 
 from ..auth import load_bootstrap_tokens
 from ..config import Config
-from ..db import db, init_database, is_sqlite
+from ..db import bind_request_lifecycle, db, init_database
 from ..models import create_schema
 
 log = logging.getLogger("durable_ledger")
@@ -35,16 +35,7 @@ def create_app(config=None, init_schema=True):
     app.config.update(SESSION_COOKIE_HTTPONLY=True, SESSION_COOKIE_SAMESITE="Strict",
                       SESSION_COOKIE_SECURE=os.environ.get("DURABLE_COOKIE_SECURE") == "1")
 
-    @app.before_request
-    def _connect():
-        db.connect(reuse_if_open=True)
-
-    @app.teardown_request
-    def _close(_exc):
-        # PostgreSQL: hand the connection back to the pool. SQLite: keep the per-thread
-        # connection open; reopening it costs more than the whole gate decision.
-        if not is_sqlite() and not db.is_closed():
-            db.close()
+    bind_request_lifecycle(app)
 
     from . import agents, approvals, jobs, operations, review_page, reviews, service
 

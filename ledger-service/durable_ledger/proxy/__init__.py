@@ -13,7 +13,7 @@ import os
 from flask import Flask
 
 from ..config import Config
-from ..db import db, init_database, is_sqlite
+from ..db import bind_request_lifecycle, db, init_database
 from .sites import SiteRegistry, load_sites
 
 log = logging.getLogger("durable_ledger.proxy")
@@ -78,14 +78,7 @@ def create_proxy_app(config: dict | None = None) -> Flask:
     if authenticate is None:
         authenticate = _ledger_authenticator(ledger_cfg)
 
-        @app.before_request
-        def _connect():
-            db.connect(reuse_if_open=True)
-
-        @app.teardown_request
-        def _close(_exc):
-            if not is_sqlite() and not db.is_closed():
-                db.close()
+        bind_request_lifecycle(app)
 
     app.config["PROXY_AUTHENTICATE"] = authenticate
     app.config["PROXY_PUBLISH_GUARD"] = config.get("publish_guard") or ledger_publish_guard
