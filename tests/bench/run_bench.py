@@ -223,6 +223,7 @@ def main():
     ap.add_argument("--threads", type=int, default=8)
     ap.add_argument("--dbos-python", default=None, help="python of a venv with dbos installed")
     ap.add_argument("--scale", default="10000,1000000", help="operation counts to measure latency at")
+    ap.add_argument("--n8n-results", default=None, help="JSON written by the n8n end-to-end overhead measurement")
     args = ap.parse_args()
     args.scale = [int(x) for x in args.scale.split(",") if x]
     report = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
@@ -230,6 +231,11 @@ def main():
               "workers": args.workers, "threads": args.threads, "seconds": args.seconds, "backends": {}}
     for backend in args.backends.split(","):
         report["backends"][backend] = run_backend(backend, args)
+    if args.n8n_results and Path(args.n8n_results).exists():
+        n8n = json.loads(Path(args.n8n_results).read_text())
+        report["n8n"] = {"runs": n8n.get("runs"), "execution_ms_median": n8n.get("execution_ms_median"),
+                         "node_ms_median": n8n.get("node_ms_median"),
+                         "overhead_ms_per_gated_step": n8n.get("overhead_ms_per_gated_step")}
     print(json.dumps(report, indent=2))
 
 
