@@ -96,3 +96,15 @@ def conn(database):
     yield
     if not db.is_closed():
         db.close()
+
+
+@pytest.fixture
+def standin(monkeypatch, database, tmp_path):
+    """A running Agents API stand-in, the ledger configured to reach it, agent tables empty."""
+    from agents_standin import StandIn, clear_agent_tables, configure
+
+    s = StandIn().start()
+    configure(monkeypatch, s, tmp_path)
+    clear_agent_tables()
+    yield s
+    s.stop()

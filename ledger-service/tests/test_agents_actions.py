@@ -4,21 +4,12 @@ import json
 from urllib.parse import quote
 
 import pytest
-from agents_standin import (StandIn, bound_job, clear_agent_tables, configure, function_call_action,
+from agents_standin import (bound_job, function_call_action,
                             turn_body)
 from conftest import auth
 
 from durable_ledger.agents import actions
 from durable_ledger.agents.actions import FunctionResult, register_function
-
-
-@pytest.fixture
-def standin(monkeypatch, database, tmp_path):
-    s = StandIn().start()
-    configure(monkeypatch, s, tmp_path)
-    clear_agent_tables()
-    yield s
-    s.stop()
 
 
 @pytest.fixture

@@ -1,8 +1,7 @@
 """Session mapping, item sync, stream rebuild and restart, against the Agents API stand-in."""
 
-import pytest
 import requests
-from agents_standin import (StandIn, bound_job, clear_agent_tables, configure, item_event, message_item,
+from agents_standin import (bound_job, item_event, message_item,
                             turn_body)
 from conftest import TOKENS, auth
 from servers import LedgerServer
@@ -37,15 +36,6 @@ class PatientServer(LedgerServer):
             time.sleep(0.1)
         self.stop()
         raise RuntimeError("ledger did not become healthy")
-
-
-@pytest.fixture
-def standin(monkeypatch, database, tmp_path):
-    s = StandIn().start()
-    configure(monkeypatch, s, tmp_path)
-    clear_agent_tables()
-    yield s
-    s.stop()
 
 
 def test_sync_stores_250_items_over_3_pages(client, standin):

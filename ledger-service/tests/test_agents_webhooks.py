@@ -4,8 +4,7 @@ import json
 import time
 
 import pytest
-from agents_standin import (WEBHOOK_SECRET, StandIn, bound_job, clear_agent_tables, configure,
-                            function_call_action, sign_webhook)
+from agents_standin import (WEBHOOK_SECRET, bound_job, function_call_action, sign_webhook)
 from conftest import auth
 
 from durable_ledger.agents import actions
@@ -14,15 +13,6 @@ from durable_ledger.agents.client import get_client
 from durable_ledger.agents.models import SessionBinding, WebhookInbox
 from durable_ledger.agents.worker import poll_stale, process_inbox
 from durable_ledger.db import db
-
-
-@pytest.fixture
-def standin(monkeypatch, database, tmp_path):
-    s = StandIn().start()
-    configure(monkeypatch, s, tmp_path)
-    clear_agent_tables()
-    yield s
-    s.stop()
 
 
 @pytest.fixture

@@ -71,47 +71,39 @@ def gate(url, job, fence, seconds):
     }
 
 
-def floor_pg(dsn, n=2000):
-    conn = psycopg2.connect(dsn)
-    conn.autocommit = True
+def _floor(conn, param, job_pk, n):
+    """p50 of INSERT (SENT) + UPDATE (CONFIRMED), autocommit: what a hand-rolled ledger costs."""
     cur = conn.cursor()
-    cur.execute("SELECT id FROM job WHERE job_id = 'bench'")
-    job_pk = cur.fetchone()[0]
+    insert = ("INSERT INTO operation (tenant, operation_key, job_id, task_version, action, request_hash, state,"
+              " attempt, max_attempts, fencing_token, requires_approval, reconcile_attempts, created_at,"
+              " updated_at) VALUES (?,?,?,1,?,?,'SENT',1,3,1,false,0,?,?)").replace("?", param)
+    update = ("UPDATE operation SET state = 'CONFIRMED', remote_id = ?, updated_at = ?"
+              " WHERE tenant = ? AND operation_key = ?").replace("?", param)
     lat = []
     for i in range(n):
         key = f"floor:{uuid.uuid4().hex}"
         now = time.time()
         t0 = time.perf_counter()
-        cur.execute("INSERT INTO operation (tenant, operation_key, job_id, task_version, action, request_hash, state,"
-                    " attempt, max_attempts, fencing_token, requires_approval, reconcile_attempts, created_at,"
-                    " updated_at) VALUES (%s,%s,%s,1,%s,%s,'SENT',1,3,1,false,0,%s,%s)",
-                    ("bench", key, job_pk, "floor", "0" * 64, now, now))
-        cur.execute("UPDATE operation SET state = 'CONFIRMED', remote_id = %s, updated_at = %s"
-                    " WHERE tenant = %s AND operation_key = %s", (str(i), now, "bench", key))
+        cur.execute(insert, ("bench", key, job_pk, "floor", "0" * 64, now, now))
+        cur.execute(update, (str(i), now, "bench", key))
         lat.append((time.perf_counter() - t0) * 1000)
     conn.close()
     return round(statistics.median(lat), 3)
+
+
+def floor_pg(dsn, n=2000):
+    conn = psycopg2.connect(dsn)
+    conn.autocommit = True
+    cur = conn.cursor()
+    cur.execute("SELECT id FROM job WHERE job_id = 'bench'")
+    return _floor(conn, "%s", cur.fetchone()[0], n)
 
 
 def floor_sqlite(path, n=2000):
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA journal_mode=wal")
     conn.execute("PRAGMA synchronous=normal")
-    job_pk = conn.execute("SELECT id FROM job WHERE job_id = 'bench'").fetchone()[0]
-    lat = []
-    for i in range(n):
-        key = f"floor:{uuid.uuid4().hex}"
-        now = time.time()
-        t0 = time.perf_counter()
-        conn.execute("INSERT INTO operation (tenant, operation_key, job_id, task_version, action, request_hash, state,"
-                     " attempt, max_attempts, fencing_token, requires_approval, reconcile_attempts, created_at,"
-                     " updated_at) VALUES (?,?,?,1,?,?,'SENT',1,3,1,0,0,?,?)",
-                     ("bench", key, job_pk, "floor", "0" * 64, now, now))
-        conn.execute("UPDATE operation SET state = 'CONFIRMED', remote_id = ?, updated_at = ?"
-                     " WHERE tenant = ? AND operation_key = ?", (str(i), now, "bench", key))
-        lat.append((time.perf_counter() - t0) * 1000)
-    conn.close()
-    return round(statistics.median(lat), 3)
+    return _floor(conn, "?", conn.execute("SELECT id FROM job WHERE job_id = 'bench'").fetchone()[0], n)
 
 
 def preload(backend, target, url_or_path, dsn=None):
