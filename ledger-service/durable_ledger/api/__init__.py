@@ -32,6 +32,7 @@ def create_app(config=None, init_schema=True):
     configure_reconcilers(cfg)
     with db.connection_context():
         app.secret_key = review_page.session_secret(cfg)
+    app.session_interface = review_page.ReviewOnlySessions()
     app.config.update(SESSION_COOKIE_HTTPONLY=True, SESSION_COOKIE_SAMESITE="Strict",
                       SESSION_COOKIE_SECURE=os.environ.get("DURABLE_COOKIE_SECURE") == "1")
 

@@ -11,6 +11,7 @@ import json
 import secrets
 
 from flask import Blueprint, flash, redirect, render_template, request, session, url_for
+from flask.sessions import NullSession, SecureCookieSessionInterface
 
 from ..auth import authenticate, authenticate_hash, hash_token
 from ..core import reviews
@@ -19,6 +20,19 @@ from ..models import Setting
 from .context import config
 
 bp = Blueprint("review_page", __name__, url_prefix="/review")
+
+
+class ReviewOnlySessions(SecureCookieSessionInterface):
+    """Only the review page has a session; the API (the gate's hot path) never parses a cookie."""
+
+    def open_session(self, app, request):
+        if not request.path.startswith(bp.url_prefix):
+            return self.make_null_session(app)
+        return super().open_session(app, request)
+
+    def save_session(self, app, session, response):
+        if not isinstance(session, NullSession):
+            super().save_session(app, session, response)
 
 
 @bp.app_template_filter("pretty_json")
