@@ -145,6 +145,10 @@ class PipelineStack:
         self.ledger_relay: FaultRelay | None = None
         self.n8n_folder = self.workdir / "n8n"
         self.wp: dict = {}
+        # Where the publishing proxy reaches WordPress (default: WordPress itself). The soak puts a
+        # response-dropping TCP proxy here (tests/support/netfaults.py).
+        self.wp_url_for_proxy: str | None = None
+        self._ledger_spec: tuple | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -199,20 +203,38 @@ class PipelineStack:
                 "DURABLE_LOG_LEVEL": "INFO", "DURABLE_DATA_DIR": str(self.workdir)}
         self.say(f"ledger (SQLite) on {self.ledger_url}")
         subprocess.run([str(LEDGER_BIN), "init-db"], env=base, check=True, capture_output=True)
-        led = Service("ledger", [str(LEDGER_BIN), "serve", "--host", "127.0.0.1", "--port", str(lp),
-                                 "--workers", "1", "--threads", "8"],
-                      {**base, "DURABLE_PROXY_URL": self.proxy_url, "DURABLE_PROXY_TOKEN": t["reconciler"],
-                       "DURABLE_PROXY_SITE": SITE}, self.workdir / "ledger.log")
-        self.services.append(led)
-        wait_http(self.ledger_url + "/health", proc=led.proc, log=led.log_path)
+        self.ledger_env = {**base, "DURABLE_PROXY_URL": self.proxy_url, "DURABLE_PROXY_TOKEN": t["reconciler"],
+                           "DURABLE_PROXY_SITE": SITE}
+        self._ledger_spec = ([str(LEDGER_BIN), "serve", "--host", "127.0.0.1", "--port", str(lp),
+                              "--workers", "1", "--threads", "8"], self.ledger_env)
+        self._spawn_ledger()
         self.say(f"publishing proxy on {self.proxy_url} (holds the WordPress application password)")
-        sites = {SITE: {"url": self.wp["url"], "user": self.wp["user"], "app_password": self.wp["app_password"]}}
+        sites = {SITE: {"url": self.wp_url_for_proxy or self.wp["url"], "user": self.wp["user"],
+                        "app_password": self.wp["app_password"]}}
         prx = Service("proxy", [str(LEDGER_BIN), "proxy", "serve", "--host", "127.0.0.1", "--port", str(pp),
                                 "--workers", "1", "--threads", "8"],
                       {**base, "WORDPRESS_SITES": json.dumps(sites), "DURABLE_PROXY_READ_TIMEOUT": "60"},
                       self.workdir / "proxy.log")
         self.services.append(prx)
         wait_http(self.proxy_url + "/health", proc=prx.proc, log=prx.log_path)
+
+    def _spawn_ledger(self):
+        args, env = self._ledger_spec
+        led = Service("ledger", args, env, self.workdir / "ledger.log")
+        self.services.insert(0, led)
+        wait_http(self.ledger_url + "/health", proc=led.proc, log=led.log_path)
+        return led
+
+    def restart_ledger(self, sig=signal.SIGKILL) -> float:
+        """Kill the ledger server (its whole process group: gunicorn master and workers, no
+        cleanup with SIGKILL) and start a new one on the same database and port. Returns the
+        seconds until the new one answered /health."""
+        old = next(s for s in self.services if s.name == "ledger")
+        old.stop(sig)
+        self.services.remove(old)
+        t0 = time.monotonic()
+        self._spawn_ledger()
+        return round(time.monotonic() - t0, 2)
 
     def _start_openai(self):
         port = self.ports["openai"] or free_port()

@@ -37,6 +37,7 @@ class LedgerServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
+                self.stop()
                 raise RuntimeError(f"ledger exited with {self.proc.returncode}; see {self.log_path}")
             try:
                 if requests.get(self.url + "/health", timeout=1).status_code == 200:
@@ -44,6 +45,7 @@ class LedgerServer:
             except requests.RequestException:  # refused while binding, or a worker still booting
                 pass
             time.sleep(0.1)
+        self.stop()  # never leave a half-started server behind
         raise RuntimeError("ledger did not become healthy")
 
     def stop(self, sig=signal.SIGTERM):

@@ -23,11 +23,13 @@ H = {"Authorization": "Bearer runner-token"}
 def two_servers(database, tmp_path):
     servers = [LedgerServer(database, TOKENS, workers=2, threads=8, log_path=tmp_path / f"ledger{i}.log")
                for i in range(2)]
-    for s in servers:
-        s.start()
-    yield servers
-    for s in servers:
-        s.stop()
+    try:
+        for s in servers:
+            s.start()
+        yield servers
+    finally:
+        for s in servers:
+            s.stop()
 
 
 def _begin(session, url, job, key, token):

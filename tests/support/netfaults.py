@@ -5,8 +5,9 @@ reaches the client.
     client ◀──RST────── LossyProxy ◀─response── WordPress (swallowed)
 
 `drop_responses` is the number of upcoming POST requests whose response is swallowed (GETs,
-e.g. the proxy's plugin detection, pass); after that, traffic is forwarded untouched. The client sees a connection reset, exactly what a
-network drop after the remote write looks like.
+e.g. the proxy's plugin detection, pass); after that, traffic is forwarded untouched. The client
+sees a connection reset, exactly what a network drop after the remote write looks like.
+`skip_posts` lets that many POSTs through first (drop the n-th write rather than the next one).
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ class LossyProxy:
     def __init__(self, upstream_host: str, upstream_port: int, drop_responses: int = 0):
         self.upstream = (upstream_host, upstream_port)
         self.drop_responses = drop_responses
+        self.skip_posts = 0
         self.dropped = 0
         self.connections = 0
         self._lock = threading.Lock()
@@ -49,6 +51,9 @@ class LossyProxy:
         first = client.recv(65536)
         with self._lock:
             drop = self.drop_responses > 0 and first.startswith(b"POST ")
+            if drop and self.skip_posts > 0:
+                self.skip_posts -= 1
+                drop = False
             if drop:
                 self.drop_responses -= 1
         upstream = socket.create_connection(self.upstream, timeout=60)
