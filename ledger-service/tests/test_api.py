@@ -158,3 +158,23 @@ def test_health_and_openapi_and_metrics(client, leased):
     assert "/v1/operations/begin" in spec["paths"] and "Begin" in spec["components"]["schemas"]
     begin(client, leased)
     assert 'durable_operations{state="SENT"} 1' in client.get("/metrics").get_data(as_text=True)
+
+
+def test_batch_confirms_then_begins_each_item_on_its_own(client, leased):
+    items = [{"job_id": "j1", "action": f"upload_media:{i}", "payload": {"i": i}, "fencing_token": leased}
+             for i in range(3)]
+    r = client.post("/v1/operations/batch", headers=auth(), json={"begin": items})
+    assert [b["decision"] for b in r.get_json()["begin"]] == ["dispatch"] * 3
+    keys = [b["operation"]["operation_key"] for b in r.get_json()["begin"]]
+    bad = {**items[0], "payload": {"i": "changed"}}
+    r = client.post("/v1/operations/batch", headers=auth(), json={
+        "confirm": [{"operation_key": k, "fencing_token": leased, "remote_id": n} for n, k in enumerate(keys)]
+        + [{"operation_key": "acme:j1:v1:nope", "fencing_token": leased, "remote_id": 1}],
+        "begin": [items[1], bad]})
+    body = r.get_json()
+    assert [c.get("operation", {}).get("state") for c in body["confirm"]] == ["CONFIRMED"] * 3 + [None]
+    assert body["confirm"][3]["error"]["code"] == "operation_not_found"
+    assert body["begin"][0]["decision"] == "reuse_receipt" and body["begin"][0]["receipt"]["remote_id"] == "1"
+    assert body["begin"][1]["error"]["code"] == "digest_mismatch"
+    r = client.post("/v1/operations/batch", headers=auth(), json={"begin": items * 40})
+    assert r.status_code == 422

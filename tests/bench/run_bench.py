@@ -42,12 +42,13 @@ def log(msg):
     print(f"[bench] {msg}", file=sys.stderr, flush=True)
 
 
-def wrk(url, conns, threads, seconds, fence, job):
-    env = {**os.environ, "TOKEN": TOKEN, "JOB": job, "FENCE": str(fence), "PREFIX": uuid.uuid4().hex[:8]}
+def wrk(url, conns, threads, seconds, fence, job, script="gate.lua", batch=1):
+    env = {**os.environ, "TOKEN": TOKEN, "JOB": job, "FENCE": str(fence), "PREFIX": uuid.uuid4().hex[:8],
+           "BATCH": str(batch)}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     out = subprocess.run(["wrk", f"-t{threads}", f"-c{conns}", f"-d{seconds}s", "--latency", "-s",
-                          str(HERE / "gate.lua"), url], env=env, capture_output=True, text=True, check=True).stdout
+                          str(HERE / script), url], env=env, capture_output=True, text=True, check=True).stdout
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     data = json.loads(re.search(r"WRKJSON (\{.*\})", out).group(1))
@@ -61,12 +62,16 @@ def gate(url, job, fence, seconds):
     wrk(url, 1, 1, 2, fence, job)  # warm up connections, caches, JIT-less Python paths
     lat = wrk(url, 1, 1, seconds, fence, job)
     thr = wrk(url, 16, 2, seconds, fence, job)
+    # The batch endpoint: each request confirms the previous 10 steps and gates 10 new ones.
+    bat = wrk(url, 16, 2, seconds, fence, job, script="gate_batch.lua", batch=10)
     return {
+        "gate_batch10_ops_per_s_16": round(bat["rps"] * 10, 1),
+        "gate_batch10_request_p50_ms": round(bat["p50_us"] / 1000, 3),
         "gate_p50_ms": round(2 * lat["p50_us"] / 1000, 3),
         "gate_p99_ms": round(2 * lat["p99_us"] / 1000, 3),
         "request_p50_ms": round(lat["p50_us"] / 1000, 3),
         "gate_ops_per_s_16": round(thr["rps"] / 2, 1),
-        "errors": lat["errors_status"] + lat["errors_socket"] + thr["errors_status"] + thr["errors_socket"],
+        "errors": sum(r["errors_status"] + r["errors_socket"] for r in (lat, thr, bat)),
         "wrk_cpu_share_16": thr["wrk_cpu_share_of_one_core"],
     }
 

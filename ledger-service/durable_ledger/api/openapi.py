@@ -22,6 +22,7 @@ ROUTES = [
     ("post", "/v1/jobs/{job_id}/checkpoints", "Checkpoint", "Save a checkpoint", "runner, approver"),
     ("get", "/v1/jobs/{job_id}/checkpoints", None, "Checkpoint history", "any"),
     ("post", "/v1/operations/begin", "Begin", "The gate: decide whether a side effect may be dispatched", "runner"),
+    ("post", "/v1/operations/batch", "Batch", "Confirm finished steps and gate new ones in one round trip", "runner"),
     ("post", "/v1/operations/{operation_key}/confirm", "Confirm", "Record a receipt", "runner"),
     ("post", "/v1/operations/{operation_key}/fail", "Fail", "Record a definitive failure", "runner"),
     ("post", "/v1/operations/{operation_key}/unknown", "Unknown", "Record an unprovable outcome", "runner"),

@@ -62,6 +62,19 @@ class BeginSchema(Strict):
     requires_approval = fields.Boolean(load_default=False)
 
 
+class BatchConfirmSchema(Strict):
+    operation_key = fields.String(required=True, validate=validate.Length(min=1, max=512))
+    fencing_token = fields.Integer(required=True, strict=True)
+    remote_id = fields.Raw(required=True)
+    receipt = fields.Dict(load_default=dict)
+    cost = fields.Float(load_default=None, allow_none=True, validate=validate.Range(min=0))
+
+
+class BatchSchema(Strict):
+    confirm = fields.List(fields.Nested(BatchConfirmSchema), load_default=list, validate=validate.Length(max=100))
+    begin = fields.List(fields.Nested(lambda: BeginSchema()), load_default=list, validate=validate.Length(max=100))
+
+
 class ConfirmSchema(Strict):
     fencing_token = fields.Integer(required=True, strict=True)
     remote_id = fields.Raw(required=True)
