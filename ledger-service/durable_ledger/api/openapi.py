@@ -48,8 +48,11 @@ def spec_dict():
     spec.components.schema("Error", {"type": "object", "properties": {"error": {
         "type": "object", "required": ["code", "message", "details"],
         "properties": {"code": {"type": "string"}, "message": {"type": "string"}, "details": {"type": "object"}}}}})
-    for name in {r[2] for r in ROUTES if r[2]}:
-        spec.components.schema(name, schema=getattr(schemas, f"{name}Schema"))
+    # Leaves first: a schema nested in another (Begin inside Batch) is registered by the
+    # plugin under the same name when the outer one is added.
+    for name in sorted({r[2] for r in ROUTES if r[2]}, key=lambda n: n == "Batch"):
+        if name not in spec.components.schemas:
+            spec.components.schema(name, schema=getattr(schemas, f"{name}Schema"))
     paths = {}
     for method, path, body, summary, roles in ROUTES:
         op = {"summary": summary, "description": f"Roles: {roles}.",

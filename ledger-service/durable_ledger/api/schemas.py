@@ -72,7 +72,7 @@ class BatchConfirmSchema(Strict):
 
 class BatchSchema(Strict):
     confirm = fields.List(fields.Nested(BatchConfirmSchema), load_default=list, validate=validate.Length(max=100))
-    begin = fields.List(fields.Nested(lambda: BeginSchema()), load_default=list, validate=validate.Length(max=100))
+    begin = fields.List(fields.Nested(BeginSchema), load_default=list, validate=validate.Length(max=100))
 
 
 class ConfirmSchema(Strict):
