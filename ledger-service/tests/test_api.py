@@ -175,6 +175,6 @@ def test_batch_confirms_then_begins_each_item_on_its_own(client, leased):
     assert [c.get("operation", {}).get("state") for c in body["confirm"]] == ["CONFIRMED"] * 3 + [None]
     assert body["confirm"][3]["error"]["code"] == "operation_not_found"
     assert body["begin"][0]["decision"] == "reuse_receipt" and body["begin"][0]["receipt"]["remote_id"] == "1"
-    assert body["begin"][1]["error"]["code"] == "digest_mismatch"
+    assert (body["begin"][1]["error"]["code"], body["begin"][1]["error"]["http_status"]) == ("digest_mismatch", 422)
     r = client.post("/v1/operations/batch", headers=auth(), json={"begin": items * 40})
     assert r.status_code == 422

@@ -1,7 +1,7 @@
 // Unit tests of the Durable Step node: a fake IExecuteFunctions, a REAL ledger service.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { DurableLedgerApi, runNode, workflow } from './fake-context.mjs';
+import { DurableLedgerApi, DurableStep, makeContext, runNode, workflow } from './fake-context.mjs';
 import { RUNNER_TOKEN, startLedger } from './ledger.mjs';
 
 let ledger;
@@ -223,6 +223,169 @@ describe('begin step', () => {
 		assert.deepEqual(out[0].map((x) => x.pairedItem), [{ item: 1 }]);
 		assert.deepEqual(out[2].map((x) => x.pairedItem), [{ item: 2 }]);
 		assert.equal(out[2][0].json.durable.reason, 'digest_mismatch');
+	});
+});
+
+describe('begin step batch', () => {
+	const paths = (calls) => calls.map((c) => `${c.method} ${new URL(c.url).pathname}`);
+	// the durable object without the job's own id (the two runs use two jobs)
+	const durableOf = (json) => JSON.parse(JSON.stringify(json.durable).replaceAll(json.durable.job_id, '<job>'));
+
+	// item 0: action a, confirmed earlier with this payload -> Already Done
+	// item 1: action b, new -> Proceed
+	// item 2: action a again with another payload -> digest_mismatch -> Needs Attention
+	async function arrange() {
+		const jobId = uniqueJob('batch');
+		const job = await startJob(jobId);
+		const a = (await begin(jobId, job.fencing_token, one({ n: 0 }), { action: 'a' }))[0][0].json.durable;
+		await record(one({ id: 'r-a' }), { operationKey: a.operation_key, fencingToken: a.fencing_token });
+		return { jobId, job };
+	}
+	const items = () => [{ json: { n: 0 } }, { json: { n: 1 } }, { json: { n: 2 } }];
+	const action = (i) => ['a', 'b', 'a'][i];
+
+	test('begin_step_three_items_make_one_batch_request_and_route_each_item', async () => {
+		const { jobId, job } = await arrange();
+		const { out, calls } = await runNode({ items: items(), credentials: creds, params: beginParams(jobId, job.fencing_token, { action }) });
+		assert.deepEqual(paths(calls), ['POST /v1/operations/batch'], 'one request for three items');
+		assert.equal(calls[0].body.begin.length, 3);
+		assert.deepEqual(calls[0].body.begin.map((b) => b.action), ['a', 'b', 'a']);
+		assert.deepEqual(out[0].map((x) => x.pairedItem), [{ item: 1 }]);
+		assert.deepEqual(out[1].map((x) => x.pairedItem), [{ item: 0 }]);
+		assert.deepEqual(out[2].map((x) => x.pairedItem), [{ item: 2 }]);
+		assert.deepEqual(out.map((o) => o.map((x) => x.json.n)), [[1], [0], [2]], 'input fields pass through');
+		assert.equal(out[0][0].json.durable.decision, 'dispatch');
+		assert.equal(out[0][0].json.durable.operation_key, `acme:${jobId}:v1:b`);
+		assert.equal(out[1][0].json.durable.decision, 'reuse_receipt');
+		assert.equal(out[1][0].json.durable.remote_id, 'r-a');
+		const na = out[2][0].json;
+		assert.equal(na.durable.reason, 'digest_mismatch');
+		assert.equal(na.durable.http_status, 422, 'the status the single route answers');
+		assert.match(na.durable.explanation, /different payload/);
+		assert.equal(na.error, undefined);
+	});
+
+	test('begin_step_batch_outputs_equal_one_begin_per_item', async () => {
+		const batched = await arrange();
+		const { out: viaBatch } = await runNode({ items: items(), credentials: creds, params: beginParams(batched.jobId, batched.job.fencing_token, { action }) });
+		const single = await arrange();
+		const viaSingle = [[], [], []];
+		for (const [i, item] of items().entries()) {
+			const { out, calls } = await runNode({ items: [item], credentials: creds, params: beginParams(single.jobId, single.job.fencing_token, { action: action(i) }) });
+			assert.deepEqual(paths(calls), ['POST /v1/operations/begin'], 'one item keeps the single route');
+			out.forEach((o, k) => viaSingle[k].push(...o));
+		}
+		assert.deepEqual(viaBatch.map((o) => o.map((x) => durableOf(x.json))), viaSingle.map((o) => o.map((x) => durableOf(x.json))));
+	});
+
+	test('begin_step_batch_stale_token_items_go_to_needs_attention', async () => {
+		const jobId = uniqueJob('batch-stale');
+		const job = await startJob(jobId);
+		await startJob(jobId, { owner: 'exec-B', startOptions: { takeover: true } });
+		const { out, calls } = await runNode({ items: items(), credentials: creds, params: beginParams(jobId, job.fencing_token, { action: (i) => `s${i}` }) });
+		assert.equal(calls.length, 1);
+		assert.equal(out[0].length + out[1].length, 0);
+		assert.deepEqual(out[2].map((x) => [x.pairedItem.item, x.json.durable.reason, x.json.durable.http_status]), [
+			[0, 'stale_fencing_token', 409],
+			[1, 'stale_fencing_token', 409],
+			[2, 'stale_fencing_token', 409],
+		]);
+	});
+
+	test('begin_step_batch_item_refusal_is_that_items_node_api_error', async () => {
+		const jobId = uniqueJob('batch-404');
+		const job = await startJob(jobId);
+		const params = beginParams(jobId, job.fencing_token, { jobId: (i) => (i === 1 ? `${jobId}-missing` : jobId), action: (i) => `m${i}` });
+		await assert.rejects(runNode({ items: items(), credentials: creds, params }), (err) => {
+			assert.equal(err.name, 'NodeApiError');
+			assert.match(err.message, /^job_not_found: /);
+			assert.equal(err.httpCode, '404');
+			assert.equal(err.context.itemIndex, 1);
+			return true;
+		});
+		// other actions: the first run began items 0 and 2 of these (the node failed after that)
+		const params2 = { ...params, action: (i) => `n${i}` };
+		const { out, calls } = await runNode({ items: items(), credentials: creds, params: params2, continueOnFail: true });
+		assert.equal(calls.length, 1);
+		assert.deepEqual(out[0].map((x) => x.pairedItem.item), [0, 2]);
+		assert.deepEqual(out[2].map((x) => x.pairedItem.item), [1]);
+		assert.match(out[2][0].json.error, /^job_not_found: /);
+		assert.ok(Object.keys(out[2][0].json).every((k) => ['error', 'message', 'details'].includes(k)));
+	});
+
+	test('begin_step_batch_bad_parameters_are_checked_before_the_request', async () => {
+		const jobId = uniqueJob('batch-params');
+		const job = await startJob(jobId);
+		const params = beginParams(jobId, job.fencing_token, { action: (i) => (i === 1 ? '' : `p${i}`) });
+		const { ctx, calls } = makeContext({ items: items(), credentials: creds, params });
+		await assert.rejects(new DurableStep().execute.call(ctx), (err) => {
+			assert.ok(err instanceof workflow.NodeOperationError);
+			assert.equal(err.context.itemIndex, 1);
+			assert.match(err.description, /Action/);
+			return true;
+		});
+		assert.equal(calls.length, 0, 'nothing is begun when the node fails on a bad item');
+		const { out, calls: calls2 } = await runNode({ items: items(), credentials: creds, params, continueOnFail: true });
+		assert.deepEqual(paths(calls2), ['POST /v1/operations/batch']);
+		assert.equal(calls2[0].body.begin.length, 2);
+		assert.deepEqual(out[0].map((x) => x.pairedItem.item), [0, 2]);
+		assert.deepEqual(out[2].map((x) => x.pairedItem.item), [1]);
+		assert.match(out[2][0].json.error, /Action/);
+	});
+
+	test('begin_step_batch_rejected_as_a_whole_falls_back_to_one_begin_per_item', async () => {
+		const jobId = uniqueJob('batch-422');
+		const job = await startJob(jobId);
+		// a 300-character action fails the ledger's schema: the whole batch is refused with 422
+		const params = beginParams(jobId, job.fencing_token, { action: (i) => (i === 1 ? 'x'.repeat(300) : `f${i}`) });
+		const { out, calls } = await runNode({ items: items(), credentials: creds, params, continueOnFail: true });
+		assert.deepEqual(paths(calls), ['POST /v1/operations/batch', ...Array(3).fill('POST /v1/operations/begin')]);
+		assert.deepEqual(out[0].map((x) => x.pairedItem.item), [0, 2], 'a malformed item does not block the others');
+		assert.deepEqual(out[2].map((x) => x.pairedItem.item), [1]);
+		assert.match(out[2][0].json.error, /^validation_error: /);
+	});
+
+	test('begin_step_batch_failure_fails_every_item_like_the_single_route', async () => {
+		const params = beginParams('x', 1, { action: (i) => `u${i}` });
+		const down = { baseUrl: 'http://127.0.0.1:9', token: 't' };
+		await assert.rejects(runNode({ items: items(), credentials: down, params }), (err) => {
+			assert.equal(err.name, 'NodeApiError');
+			assert.match(err.message, /^ledger_unreachable: /);
+			assert.equal(err.context.itemIndex, 0);
+			return true;
+		});
+		const { out } = await runNode({ items: items(), credentials: down, params, continueOnFail: true });
+		assert.equal(out[0].length, 0);
+		assert.deepEqual(out[2].map((x) => x.pairedItem.item), [0, 1, 2]);
+		assert.ok(out[2].every((x) => /^ledger_unreachable: /.test(x.json.error)));
+		await assert.rejects(
+			runNode({ items: items(), credentials: { ...creds, token: 'wrong' }, params }),
+			(err) => err.name === 'NodeApiError' && /^unauthorized: /.test(err.message) && err.httpCode === '401' && err.context.itemIndex === 0,
+		);
+	});
+
+	test('begin_step_batch_reconcile_items_use_the_single_follow_up_calls', async () => {
+		const jobId = uniqueJob('batch-unknown');
+		const job = await startJob(jobId);
+		const d = (await begin(jobId, job.fencing_token, one({ n: 0 }), { action: 'r0' }))[0][0].json.durable;
+		await record(one(), { operationKey: d.operation_key, fencingToken: d.fencing_token, outcome: 'unknown', errorMessage: 'lost' });
+		const { out, calls } = await runNode({ items: items(), credentials: creds, params: beginParams(jobId, job.fencing_token, { action: (i) => `r${i}` }) });
+		assert.equal(paths(calls)[0], 'POST /v1/operations/batch');
+		assert.equal(calls.filter((c) => c.url.endsWith('/v1/operations/batch')).length, 1);
+		assert.ok(paths(calls).slice(1).every((p) => !p.endsWith('/batch')), 'follow-ups go item by item');
+		assert.deepEqual(out[0].map((x) => x.pairedItem.item), [1, 2]);
+		assert.deepEqual(out[2].map((x) => x.pairedItem.item), [0], 'never a blind retry');
+		assert.ok(['outcome_unknown', 'needs_review'].includes(out[2][0].json.durable.reason));
+	});
+
+	test('begin_step_batch_sends_at_most_100_items_per_request', async () => {
+		const jobId = uniqueJob('batch-chunks');
+		const job = await startJob(jobId);
+		const many = Array.from({ length: 101 }, (_, n) => ({ json: { n } }));
+		const { out, calls } = await runNode({ items: many, credentials: creds, params: beginParams(jobId, job.fencing_token, { action: (i) => `c${i}` }) });
+		assert.deepEqual(calls.map((c) => c.body.begin.length), [100, 1]);
+		assert.equal(out[0].length, 101);
+		assert.deepEqual(out[0].map((x) => x.pairedItem.item), many.map((_, n) => n));
 	});
 });
 

@@ -49,10 +49,13 @@ def batch():
 
 
 def _item(work):
+    """One slot: the single route's body, or its error with the HTTP status it would have had."""
     try:
         return work()
     except LedgerError as exc:
-        return exc.to_dict()
+        slot = exc.to_dict()
+        slot["error"]["http_status"] = exc.http_status
+        return slot
 
 
 def _op(op):

@@ -6,7 +6,7 @@ import type {
 } from 'n8n-workflow';
 import { NodeApiError, NodeConnectionTypes, NodeOperationError } from 'n8n-workflow';
 import { properties } from './description';
-import { beginStep } from './operations/beginStep';
+import { beginBatch, beginFromSlot, beginStep } from './operations/beginStep';
 import { recordOutcome } from './operations/recordOutcome';
 import { reconcile } from './operations/reconcile';
 import { saveCheckpoint } from './operations/saveCheckpoint';
@@ -47,11 +47,24 @@ export class DurableStep implements INodeType {
 	async execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
 		const items = this.getInputData();
 		const operation = this.getNodeParameter('operation', 0) as string;
-		const run = OPERATIONS[operation];
+		let run = OPERATIONS[operation];
 		if (!run) {
 			throw new NodeOperationError(this.getNode(), `Unknown operation "${operation}"`, {
 				description: 'Choose one of Start Job, Begin Step, Record Outcome, Save Checkpoint, Reconcile.',
 			});
+		}
+		// NodeApiError / NodeOperationError already carry the itemIndex and a description.
+		const failure = (error: unknown, i: number) =>
+			error instanceof NodeApiError || error instanceof NodeOperationError
+				? error
+				: new NodeOperationError(this.getNode(), error as Error, { itemIndex: i });
+
+		if (operation === 'beginStep' && items.length > 1) {
+			// Many items: their begins go to the ledger in one batch request (per 100 items); each
+			// item is then routed exactly as if it had been begun on its own.
+			const batch = await beginBatch(this, items);
+			if ('failedAt' in batch) throw failure(batch.error, batch.failedAt);
+			run = async (ctx, i, item) => await beginFromSlot(ctx, i, item, batch.slots[i]);
 		}
 		const outputs: INodeExecutionData[][] = [[], [], []];
 
@@ -70,12 +83,7 @@ export class DurableStep implements INodeType {
 					});
 					continue;
 				}
-				// NodeApiError / NodeOperationError already carry the itemIndex and a description.
-				const failure =
-					error instanceof NodeApiError || error instanceof NodeOperationError
-						? error
-						: new NodeOperationError(this.getNode(), error as Error, { itemIndex: i });
-				throw failure;
+				throw failure(error, i);
 			}
 		}
 		return outputs;

@@ -44,18 +44,49 @@ function asRefusal(status: number, body: unknown): LedgerRefusal {
 	};
 }
 
+/** The NodeApiError for a request that got no HTTP answer (connection refused, DNS, timeout). */
+export function unreachableError(
+	ctx: IExecuteFunctions,
+	error: unknown,
+	itemIndex: number,
+	request: string,
+	baseUrl: string,
+): NodeApiError {
+	return new NodeApiError(ctx.getNode(), error as JsonObject, {
+		itemIndex,
+		message: `ledger_unreachable: ${request} failed: ${(error as Error).message}`,
+		description: `Check the Base URL in the Durable Ledger API credential (${baseUrl}) and that the ledger service is running.`,
+	});
+}
+
+/** A batch slot's `{error: {..., http_status}}` as the refusal the single-item route would have returned. */
+export function slotRefusal(error: IDataObject): LedgerRefusal {
+	const code = typeof error.code === 'string' && error.code ? error.code : 'ledger_error';
+	// The ledger puts the status the single-item route would have answered into each slot.
+	const status = typeof error.http_status === 'number' ? error.http_status : 500;
+	return {
+		status,
+		code,
+		message: typeof error.message === 'string' ? error.message : `The ledger refused this item (${code})`,
+		details: (error.details as IDataObject) ?? {},
+	};
+}
+
+/** The outcome of one HTTP call: the ledger's answer, or an error for any item it stood for. */
+export type LedgerSent = { answer: LedgerAnswer } | { unreachable: (itemIndex: number) => NodeApiError };
+
 /**
- * Calls the ledger and returns its answer without throwing on 4xx/5xx, so that callers can
- * route expected refusals (digest mismatch, stale token) instead of failing the node.
- * Transport failures (connection refused, DNS, timeout) are thrown as NodeApiError.
+ * Sends one request. A transport failure is returned as a factory of the NodeApiError for a
+ * given item, so that one request made for many items (the batch route) can fail each of them
+ * the way its own request would have.
  */
-export async function ledgerRequest(
+export async function ledgerSend(
 	ctx: IExecuteFunctions,
 	method: IHttpRequestMethods,
 	path: string,
 	body: IDataObject | undefined,
 	itemIndex: number,
-): Promise<LedgerAnswer> {
+): Promise<LedgerSent> {
 	const credentials = await ctx.getCredentials(CREDENTIAL_NAME, itemIndex);
 	const baseUrl = String(credentials.baseUrl ?? '').replace(/\/+$/, '');
 	const options: IHttpRequestOptions = {
@@ -76,17 +107,30 @@ export async function ledgerRequest(
 			options,
 		)) as { statusCode: number; body: unknown };
 	} catch (error) {
-		throw new NodeApiError(ctx.getNode(), error as JsonObject, {
-			itemIndex,
-			message: `ledger_unreachable: ${method} ${path} failed: ${(error as Error).message}`,
-			description: `Check the Base URL in the Durable Ledger API credential (${baseUrl}) and that the ledger service is running.`,
-		});
+		return { unreachable: (i: number) => unreachableError(ctx, error, i, `${method} ${path}`, baseUrl) };
 	}
 	const status = Number(response.statusCode);
 	if (status >= 200 && status < 300) {
-		return { ok: true, status, body: (response.body as IDataObject) ?? {} };
+		return { answer: { ok: true, status, body: (response.body as IDataObject) ?? {} } };
 	}
-	return { ok: false, refusal: asRefusal(status, response.body) };
+	return { answer: { ok: false, refusal: asRefusal(status, response.body) } };
+}
+
+/**
+ * Calls the ledger and returns its answer without throwing on 4xx/5xx, so that callers can
+ * route expected refusals (digest mismatch, stale token) instead of failing the node.
+ * Transport failures (connection refused, DNS, timeout) are thrown as NodeApiError.
+ */
+export async function ledgerRequest(
+	ctx: IExecuteFunctions,
+	method: IHttpRequestMethods,
+	path: string,
+	body: IDataObject | undefined,
+	itemIndex: number,
+): Promise<LedgerAnswer> {
+	const sent = await ledgerSend(ctx, method, path, body, itemIndex);
+	if ('unreachable' in sent) throw sent.unreachable(itemIndex);
+	return sent.answer;
 }
 
 /** Turns a ledger refusal into the NodeApiError users see, with the ledger's error code first. */

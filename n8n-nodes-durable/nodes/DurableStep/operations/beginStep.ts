@@ -1,7 +1,7 @@
 import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 import { fencingToken, jsonParam, optionalString, requiredString } from '../params';
-import type { LedgerRefusal } from '../transport';
-import { ledgerRequest, operationPath, refusalError } from '../transport';
+import type { LedgerAnswer, LedgerRefusal } from '../transport';
+import { ledgerRequest, ledgerSend, operationPath, refusalError, slotRefusal } from '../transport';
 import { ALREADY_DONE, NEEDS_ATTENTION, PROCEED, type StepResult } from '../types';
 
 /** Human-readable explanations for the Needs Attention reason codes. */
@@ -109,7 +109,14 @@ async function begin(ctx: IExecuteFunctions, i: number, req: BeginRequest) {
 	return answer;
 }
 
-export async function beginStep(ctx: IExecuteFunctions, i: number, item: INodeExecutionData): Promise<StepResult> {
+interface Prepared {
+	req: BeginRequest;
+	operationKey: string | undefined;
+	autoReconcile: boolean;
+}
+
+/** Reads and checks one item's parameters; throws NodeOperationError for a bad one. */
+function prepare(ctx: IExecuteFunctions, i: number): Prepared {
 	const jobId = requiredString(ctx, 'jobId', i, 'Job ID');
 	const token = fencingToken(ctx, i);
 	const action = requiredString(ctx, 'action', i, 'Action');
@@ -127,10 +134,25 @@ export async function beginStep(ctx: IExecuteFunctions, i: number, item: INodeEx
 	if (operationKey) body.operation_key = operationKey;
 	const target = optionalString(options.target);
 	if (target) body.target = target;
-	const req: BeginRequest = { jobId, action, token, body };
+	return { req: { jobId, action, token, body }, operationKey, autoReconcile: options.autoReconcile !== false };
+}
 
-	const first = await begin(ctx, i, req);
-	if (!first.ok) return refusalToAttention(item, req, first.refusal);
+/** Routes the answer to an item's first begin (single route or batch slot), reconciling if asked. */
+async function finish(
+	ctx: IExecuteFunctions,
+	i: number,
+	item: INodeExecutionData,
+	prepared: Prepared,
+	first: LedgerAnswer,
+): Promise<StepResult> {
+	const { req, operationKey, autoReconcile } = prepared;
+	const token = req.token;
+	if (!first.ok) {
+		if (!ROUTED_REFUSALS.has(first.refusal.code)) {
+			throw refusalError(ctx, first.refusal, i, `Beginning step ${req.action} of job ${req.jobId}`);
+		}
+		return refusalToAttention(item, req, first.refusal);
+	}
 	const routed = route(item, req, first.body);
 	if (routed) return routed;
 
@@ -139,7 +161,7 @@ export async function beginStep(ctx: IExecuteFunctions, i: number, item: INodeEx
 	// provably absent write, or needs_review).
 	const operation = (first.body.operation as IDataObject) ?? {};
 	const key = String(operation.operation_key ?? operationKey ?? '');
-	if (options.autoReconcile !== false && key) {
+	if (autoReconcile && key) {
 		// Best effort: if the ledger cannot reconcile now (remote down, no reconciler for the
 		// target), the step still goes to Needs Attention, never to Proceed.
 		const reconciled = await ledgerRequest(ctx, 'POST', operationPath(key, 'reconcile'), { fencing_token: token }, i);
@@ -155,4 +177,115 @@ export async function beginStep(ctx: IExecuteFunctions, i: number, item: INodeEx
 		return attention(item, req, 'reconcile', 'outcome_unknown', second.body.message, second.body.operation as IDataObject);
 	}
 	return attention(item, req, 'reconcile', 'outcome_unknown', first.body.message, operation);
+}
+
+/** One item: one `POST /v1/operations/begin`. */
+export async function beginStep(ctx: IExecuteFunctions, i: number, item: INodeExecutionData): Promise<StepResult> {
+	const prepared = prepare(ctx, i);
+	const first = await ledgerRequest(ctx, 'POST', '/v1/operations/begin', prepared.req.body, i);
+	return finish(ctx, i, item, prepared, first);
+}
+
+/** Items per `POST /v1/operations/batch` (the ledger's limit). */
+export const BATCH_SIZE = 100;
+
+/** An item's first begin, fetched for all items at once: its answer, or why it has none. */
+export type BeginSlot = { prepared: Prepared; first: LedgerAnswer } | { error: unknown };
+
+export type BeginBatch = { slots: BeginSlot[] } | { failedAt: number; error: unknown };
+
+/**
+ * Whole-batch refusals that say nothing about the items' own answers: an older ledger without
+ * the route (404/405), or a request body the ledger rejected as a whole because one item is
+ * malformed (400/422). The chunk is then sent item by item, so that each item gets exactly the
+ * single route's answer and a bad item does not take the others down.
+ */
+function batchUnusable(refusal: LedgerRefusal): boolean {
+	return [400, 404, 405, 422].includes(refusal.status);
+}
+
+async function beginOneByOne(ctx: IExecuteFunctions, chunk: Array<{ i: number; prepared: Prepared }>, slots: BeginSlot[]) {
+	for (const { i, prepared } of chunk) {
+		try {
+			const sent = await ledgerSend(ctx, 'POST', '/v1/operations/begin', prepared.req.body, i);
+			slots[i] = 'unreachable' in sent ? { error: sent.unreachable(i) } : { prepared, first: sent.answer };
+		} catch (error) {
+			slots[i] = { error };
+		}
+	}
+}
+
+/**
+ * Many items: their first begins go out in one `POST /v1/operations/batch` per 100 items. Each
+ * slot of the answer is the single route's body or `{error}` for that item alone, and is turned
+ * into the same LedgerAnswer the single route would have given, so routing stays per item.
+ * Parameters are checked first: without Continue On Fail a bad item stops the node before any
+ * request (nothing is begun); with it, only that item fails.
+ */
+export async function beginBatch(ctx: IExecuteFunctions, items: INodeExecutionData[]): Promise<BeginBatch> {
+	const slots: BeginSlot[] = new Array(items.length);
+	const ready: Array<{ i: number; prepared: Prepared }> = [];
+	for (let i = 0; i < items.length; i++) {
+		try {
+			ready.push({ i, prepared: prepare(ctx, i) });
+		} catch (error) {
+			if (!ctx.continueOnFail()) return { failedAt: i, error };
+			slots[i] = { error };
+		}
+	}
+	for (let c = 0; c < ready.length; c += BATCH_SIZE) {
+		const chunk = ready.slice(c, c + BATCH_SIZE);
+		let sent;
+		try {
+			sent = await ledgerSend(ctx, 'POST', '/v1/operations/batch', { begin: chunk.map((x) => x.prepared.req.body) }, chunk[0].i);
+		} catch (error) {
+			for (const { i } of chunk) slots[i] = { error };
+			continue;
+		}
+		if ('unreachable' in sent) {
+			for (const { i } of chunk) slots[i] = { error: sent.unreachable(i) };
+			continue;
+		}
+		const answer = sent.answer;
+		if (!answer.ok) {
+			if (batchUnusable(answer.refusal)) {
+				await beginOneByOne(ctx, chunk, slots);
+			} else {
+				// 401, 403, 5xx...: every item fails the way its own request would have.
+				for (const { i, prepared } of chunk) slots[i] = { prepared, first: answer };
+			}
+			continue;
+		}
+		const answers = answer.body.begin;
+		if (!Array.isArray(answers) || answers.length !== chunk.length) {
+			const refusal: LedgerRefusal = {
+				status: answer.status,
+				code: 'ledger_error',
+				message: `The ledger answered the batch of ${chunk.length} begins with ${Array.isArray(answers) ? answers.length : 'no'} slots`,
+				details: {},
+			};
+			for (const { i, prepared } of chunk) slots[i] = { prepared, first: { ok: false, refusal } };
+			continue;
+		}
+		chunk.forEach(({ i, prepared }, k) => {
+			const slot = (answers[k] ?? {}) as IDataObject;
+			const error = slot.error;
+			slots[i] =
+				error && typeof error === 'object' && !Array.isArray(error)
+					? { prepared, first: { ok: false, refusal: slotRefusal(error as IDataObject) } }
+					: { prepared, first: { ok: true, status: answer.status, body: slot } };
+		});
+	}
+	return { slots };
+}
+
+/** Routes one item of a batch, exactly as beginStep would have with the same first answer. */
+export async function beginFromSlot(
+	ctx: IExecuteFunctions,
+	i: number,
+	item: INodeExecutionData,
+	slot: BeginSlot,
+): Promise<StepResult> {
+	if ('error' in slot) throw slot.error;
+	return finish(ctx, i, item, slot.prepared, slot.first);
 }
