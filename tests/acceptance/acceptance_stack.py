@@ -264,3 +264,10 @@ def wait_until(predicate, timeout=30, interval=0.05, what="condition"):
             return value
         time.sleep(interval)
     raise TimeoutError(f"{what} not reached within {timeout} s")
+
+
+def assert_exactly_once(metrics):
+    """The ledger's own exactly-once counters: nothing confirmed twice, no remote id shared by
+    two operations, no operation left SENT/UNKNOWN/NEEDS_REVIEW."""
+    assert (metrics["operations_confirmed_twice"], metrics["duplicate_remote_ids"],
+            metrics["unknown_operations_left"]) == (0, [], 0), metrics

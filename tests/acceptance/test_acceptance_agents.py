@@ -5,7 +5,7 @@ import hashlib
 import json
 import shutil
 
-from acceptance_stack import Gate, KillableRequest, q, wait_until
+from acceptance_stack import Gate, KillableRequest, q, wait_until, assert_exactly_once
 from agents_standin import ITEM, message_item, turn_body
 
 
@@ -96,7 +96,7 @@ def test_acceptance_client_connection_closed_mid_run(stack, standin, uid):
     assert {i[3] for i in stored} == {"completed"}
     assert sum(1 for i in stored if i[1] == "function_call_output") == 20
     m = api.metrics()
-    assert (m["operations_confirmed_twice"], m["duplicate_remote_ids"], m["unknown_operations_left"]) == (0, [], 0)
+    assert_exactly_once(m)
     print(f"\n[acceptance] client drop: killed mid-sync and mid-follow-up; items recovered {len(stored)}/{len(items)}; "
           f"follow-up deliveries {delivered} with 1 key -> messages accepted {len(messages)}; metrics {m}")
 
@@ -140,7 +140,7 @@ def test_acceptance_more_than_100_saved_session_items(stack, standin, uid):
     packet = r.json()["packet"]
     assert {c["remote_id"] for c in packet["confirmed_operations"]} == set(receipts.values())
     m = api.metrics()
-    assert (m["operations_confirmed_twice"], m["duplicate_remote_ids"], m["unknown_operations_left"]) == (0, [], 0)
+    assert_exactly_once(m)
     print(f"\n[acceptance] 150 items: paged in {pages} pages, stored {len(stored)}; calls {len(calls)}, outputs "
           f"{len(outputs)}, receipts {len(ledger)} all matched; metrics {m}")
 

@@ -15,7 +15,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import requests
-from acceptance_stack import CountingRemote, LedgerServer, TenantApi, q
+from acceptance_stack import CountingRemote, LedgerServer, TenantApi, q, assert_exactly_once
 from agents_standin import WEBHOOK_SECRET, message_item
 
 TENANT = "s-ledger-restart"
@@ -195,7 +195,7 @@ def test_acceptance_ledger_service_restarted(pg_url, standin, tmp_path, uid):
         assert set(rerun.values()) == {"reuse_receipt"}
         assert remote.writes == {k: 1 for k in keys}
         m = api.metrics()
-        assert (m["operations_confirmed_twice"], m["duplicate_remote_ids"], m["unknown_operations_left"]) == (0, [], 0)
+        assert_exactly_once(m)
         # The server kill always hits requests in flight; a worker kill only those that worker held
         # at that instant (a dropped idle keep-alive connection is reopened by the client library).
         assert errors_b >= 1, errors_b

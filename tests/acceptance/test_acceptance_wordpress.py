@@ -5,7 +5,7 @@ import threading
 from datetime import datetime, timedelta, timezone
 
 import requests
-from acceptance_stack import q
+from acceptance_stack import q, assert_exactly_once
 from harness import Caller
 
 import caller as steps
@@ -39,7 +39,7 @@ def test_acceptance_remote_write_done_response_lost(stack, uid):
     assert [o["id"] for o in stack.job_objects(job)] == [post_id]
     assert stack.posts_titled(title) == [post_id]
     m = api.metrics()
-    assert (m["operations_confirmed_twice"], m["duplicate_remote_ids"], m["unknown_operations_left"]) == (0, [], 0)
+    assert_exactly_once(m)
     print(f"\n[acceptance] response lost: dropped 1 response, op UNKNOWN -> reconciled found -> CONFIRMED; "
           f"posts in WordPress for {job}: 1; metrics {m}")
 
@@ -105,7 +105,7 @@ def test_acceptance_two_workers_resume_same_job(stack, uid):
     assert stack.posts_titled(title) == [written["remote_id"]] and stack.posts_titled(f"{title} (stale)") == []
     m = api.metrics()
     assert m["refusals_by_code"]["stale_fencing_token"] >= 2 and m["unauthorized_side_effects_refused"] >= 2
-    assert (m["operations_confirmed_twice"], m["duplicate_remote_ids"], m["unknown_operations_left"]) == (0, [], 0)
+    assert_exactly_once(m)
     print(f"\n[acceptance] two workers: tokens old={old} new={new}; ledger 409 stale_fencing_token x2, "
           f"WordPress 409 durable_stale_fencing_token; posts for {job}: {len(objects)}; metrics {m}")
 
@@ -181,7 +181,7 @@ def test_acceptance_credentials_or_approval_revoked(stack, uid):
     m = api.metrics()
     assert m["unauthorized_side_effects_refused"] == before + 3
     assert m["refusals_by_code"]["approval_required"] == 4
-    assert (m["operations_confirmed_twice"], m["duplicate_remote_ids"], m["unknown_operations_left"]) == (0, [], 0)
+    assert_exactly_once(m)
     published = requests.get(stack.wp.rest("/wp/v2/posts"), auth=stack.wp.auth, timeout=30,
                              params={"status": "publish", "search": uid}).json()
     assert published == []
