@@ -74,6 +74,8 @@ def create_proxy_app(config: dict | None = None) -> Flask:
     )
     app.config["PROXY_MAX_MEDIA_BYTES"] = int(config.get("max_media_bytes",
                                                          env.get("DURABLE_PROXY_MAX_MEDIA_BYTES", 25 * 2**20)))
+    app.config["PROXY_MEDIA_ALLOW_PRIVATE"] = config.get("media_allow_private",  # True or [networks]; tests/dev only
+                                                         env.get("DURABLE_PROXY_MEDIA_ALLOW_PRIVATE", "0").strip() == "1")
     authenticate = config.get("authenticate")
     if authenticate is None:
         authenticate = _ledger_authenticator(ledger_cfg)

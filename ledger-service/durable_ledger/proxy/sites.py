@@ -7,6 +7,8 @@ Sources, later ones win on name clashes:
 `WORDPRESS_APP_PASSWORD_FILE` (or `app_password_file` in a profile) reads the secret from a file.
 A profile may name an environment variable instead of holding the secret:
 `{"url": ..., "user": ..., "app_password_env": "WP_PROD_APP_PASSWORD"}` keeps the file secret-free.
+`media_hosts` (optional): the hosts media may be fetched from "by URL" for this site, exact names
+or `*.example.com` for subdomains; empty or absent = any public host (see docs/proxy.md).
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ class SiteProfile:
     url: str
     user: str
     app_password: str = field(repr=False)  # never in repr, logs or responses
+    media_hosts: tuple[str, ...] = ()  # allow-list for media by URL; empty = any public host
 
     def public(self) -> dict:
         return {"name": self.name, "url": self.url}
@@ -41,7 +44,25 @@ def _profile(name: str, spec: dict, env) -> SiteProfile:
     missing = [k for k, v in (("url", spec.get("url")), ("user", spec.get("user")), ("app_password", password)) if not v]
     if missing:
         raise ValueError(f"WordPress site profile '{name}' lacks {', '.join(missing)}")
-    return SiteProfile(name, spec["url"].rstrip("/"), spec["user"], password)
+    return SiteProfile(name, spec["url"].rstrip("/"), spec["user"], password,
+                       _media_hosts(name, spec.get("media_hosts")))
+
+
+def _media_hosts(name: str, hosts) -> tuple[str, ...]:
+    """Lower-cased names or `*.suffix` patterns; anything else is a configuration error."""
+    if hosts is None:
+        return ()
+    if isinstance(hosts, str) or not isinstance(hosts, (list, tuple)):
+        raise ValueError(f"WordPress site profile '{name}': media_hosts must be a list of host names")
+    out = []
+    for host in hosts:
+        bare = host[2:] if isinstance(host, str) and host.startswith("*.") else host
+        if not isinstance(bare, str) or not bare.strip(".") or "*" in bare or "/" in bare or ":" in bare \
+                or any(c.isspace() for c in bare):
+            raise ValueError(f"WordPress site profile '{name}': media_hosts entry {host!r} is not a host "
+                             "name or *.suffix pattern")
+        out.append(host.rstrip(".").lower())
+    return tuple(out)
 
 
 def load_sites(env=None) -> dict[str, SiteProfile]:

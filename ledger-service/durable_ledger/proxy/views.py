@@ -140,7 +140,8 @@ def upload_media(site):
     raw = request.form.to_dict() if upload is not None or request.form else _json_body()
     data = _load(MediaSchema(), raw)
     cfg = current_app.config
-    content, filename, mime = media_bytes(data, upload, cfg["PROXY_MAX_MEDIA_BYTES"], client.timeout)
+    content, filename, mime = media_bytes(data, upload, cfg["PROXY_MAX_MEDIA_BYTES"], client.timeout,
+                                          media_hosts=_registry().sites[site].media_hosts)
     plugin = _plugin(site, writing=True)
     extra = {k: data[k] for k in ("alt_text", "title", "caption", "description") if data.get(k) is not None}
     result = client.upload_media(content, filename, mime, extra, operation_key=data["operation_key"],
