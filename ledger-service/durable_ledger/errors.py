@@ -86,6 +86,12 @@ class InvalidTransition(LedgerError):
     code, http_status = "invalid_transition", 409
 
 
+class GateContended(LedgerError):
+    """The operation kept changing under the gate (concurrent begins); ask again."""
+
+    code, http_status = "gate_contended", 409
+
+
 class ReceiptConflict(LedgerError):
     """The operation is already confirmed with another remote id."""
 

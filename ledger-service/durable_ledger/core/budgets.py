@@ -5,11 +5,50 @@ import time
 from ..models import OperationEvent
 
 
+# Budgets whose check reads rows other claims write (the dispatch count, the job's cost): a
+# claim must hold the job row exclusively while it counts, or N concurrent claims all count
+# the same "2 of 3 used" and all dispatch (see `dispatch_refusal`).
+COUNTED = ("max_tool_calls", "max_cost")
+
+
+def counted(budgets):
+    return any((budgets or {}).get(k) is not None for k in COUNTED)
+
+
 def tool_calls_used(job):
     """Dispatches so far (every move into SENT). Counted from the event log instead of a
     counter on the job row: a counter would make every dispatch of a job update one row, which
     serialises concurrent begins of the same job on that row's lock."""
-    return (OperationEvent.select().where(OperationEvent.job == job.id, OperationEvent.to_state == "SENT").count())
+    return count_dispatches(job.id)
+
+
+def count_dispatches(job_pk):
+    return OperationEvent.select().where(OperationEvent.job == job_pk, OperationEvent.to_state == "SENT").count()
+
+
+def dispatch_refusal(job_pk, status, halt_reason, budgets, cost, created_at, now=None):
+    """Why a new dispatch of this job must not happen, as (reason, budget) or None.
+
+    Called *inside* the claim's write transaction, with the values read there under the job
+    row's lock (FOR UPDATE when a counted budget is set, FOR SHARE otherwise, on PostgreSQL;
+    SQLite's IMMEDIATE lock serialises every writer). Checked before the claim instead, two
+    windows stay open:
+
+        begin A: job active, 2/3 calls ..................... INSERT SENT (3/3)
+        begin B:        job active, 2/3 calls ......................... INSERT SENT (4/3)
+        cancel:                  status=cancelled (commit)  ...  begin C (read before): INSERT SENT
+    """
+    if status in ("cancelled", "halted"):
+        return (halt_reason or status), None
+    b = budgets or {}
+    now = time.time() if now is None else now
+    if b.get("deadline_s") is not None and now - created_at >= float(b["deadline_s"]):
+        return "budget_exhausted", "deadline_s"
+    if b.get("max_cost") is not None and (cost or 0) >= float(b["max_cost"]):
+        return "budget_exhausted", "max_cost"
+    if b.get("max_tool_calls") is not None and count_dispatches(job_pk) >= int(b["max_tool_calls"]):
+        return "budget_exhausted", "max_tool_calls"
+    return None
 
 
 def exhausted(job, now=None, for_resume=False):

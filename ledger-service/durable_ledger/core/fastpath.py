@@ -17,6 +17,7 @@ import time
 
 from ..db import db, is_sqlite, write_txn
 from ..models import Job, JSONText, Operation
+from . import budgets as B
 from . import states as S
 
 _json = JSONText()
@@ -88,29 +89,66 @@ _INSERT_COLS = ["tenant", "operation_key", "job_id", "task_version", "action", "
                 "reconcile_attempts", "created_at", "updated_at"]
 _EVENT_COLS = "operation_id, job_id, from_state, to_state, actor, fencing_token, detail, created_at"
 
+# `live` locks the job row FOR SHARE: a cancel (an UPDATE of that row) either commits first, and
+# then this statement re-checks the row, finds it no longer active and inserts nothing, or waits
+# until this claim has committed (the SENT row predates the cancel and the cancel report lists it).
 _CLAIM_PG = (
-    "WITH fence AS (SELECT id FROM lease WHERE job_id = %s AND fencing_token = %s FOR SHARE),"
+    "WITH live AS (SELECT id FROM job WHERE id = %s AND status NOT IN ('cancelled', 'halted') FOR SHARE),"
+    " fence AS (SELECT id FROM lease WHERE job_id = %s AND fencing_token = %s FOR SHARE),"
     " ins AS (INSERT INTO operation (" + ", ".join(_INSERT_COLS) + ") SELECT "
-    + ", ".join(["%s"] * len(_INSERT_COLS)) + " FROM fence"
+    + ", ".join(["%s"] * len(_INSERT_COLS)) + " FROM fence, live"
     " ON CONFLICT (tenant, operation_key) DO NOTHING RETURNING id),"
     " ev AS (INSERT INTO operation_event (" + _EVENT_COLS + ")"
     " SELECT id, %s, NULL, 'SENT', %s, %s, %s, %s FROM ins)"
-    " SELECT (SELECT id FROM ins), (SELECT count(*) FROM fence)"
+    " SELECT (SELECT id FROM ins), (SELECT count(*) FROM fence), (SELECT count(*) FROM live)"
 )
+_JOB_GUARD = "SELECT status, halt_reason, budgets, cost, created_at FROM job WHERE id = ?"
+
+
+class Refused:
+    """The job may not dispatch now: cancelled/halted (``reason``) or a budget (``budget``)."""
+
+    __slots__ = ("reason", "budget")
+
+    def __init__(self, reason, budget=None):
+        self.reason, self.budget = reason, budget
+
+
+def guard_txn(job_pk, now, exclusive):
+    """Inside a write transaction: lock the job row and say whether it may dispatch.
+
+    ``exclusive`` (PostgreSQL FOR NO KEY UPDATE) when a counted budget is set, so that concurrent
+    claims of one job count one after the other; FOR SHARE otherwise, which only orders
+    claims against a cancel and lets claims of one job run side by side.
+    """
+    sql = _sql(_JOB_GUARD)
+    if not is_sqlite():
+        # NO KEY UPDATE, not UPDATE: inserts that reference the job (events, audit rows, a
+        # takeover's audit while it holds the lease row) take KEY SHARE, which it does not block.
+        # Lock order rule for every writer: never hold the lease row exclusively and then wait
+        # for the job row, or the reverse (see lifecycle.cancel_job).
+        sql += " FOR NO KEY UPDATE" if exclusive else " FOR SHARE"
+    status, halt_reason, budgets, cost, created_at = db.execute_sql(sql, (job_pk,)).fetchone()
+    refusal = B.dispatch_refusal(job_pk, status, halt_reason, _json.python_value(budgets), cost, created_at, now)
+    return Refused(*refusal) if refusal else None
 
 
 def claim_new(tenant, job, key, action, digest, token, target, requires_approval, max_attempts, actor,
               summary, now):
-    """INSERT the operation as SENT if the token is current and the key is free.
+    """INSERT the operation as SENT if the job may dispatch, the token is current and the key is free.
 
-    Returns the new Operation, or None when the key was taken or the token is no longer
-    current (the caller re-reads and decides on the general path).
+    Returns the new Operation; a `Refused` when the job is cancelled/halted or a budget is used up
+    (checked in the claim's own transaction); None when the key was taken or the token is no
+    longer current (the caller re-reads and decides on the general path).
     """
     values = [tenant, key, job.id, job.task_version, action, digest, S.SENT, 1, max_attempts, token, target,
               bool(requires_approval), _json.db_value(summary), 0, now, now]
     detail = _json.db_value({"attempt": 1})
     if is_sqlite():
         with write_txn():
+            refused = guard_txn(job.id, now, exclusive=True)
+            if refused:
+                return refused
             fenced = db.execute_sql("SELECT 1 FROM lease WHERE job_id = ? AND fencing_token = ?",
                                     (job.id, token)).fetchone()
             taken = db.execute_sql("SELECT 1 FROM operation WHERE tenant = ? AND operation_key = ?",
@@ -123,9 +161,22 @@ def claim_new(tenant, job, key, action, digest, token, target, requires_approval
             db.execute_sql("INSERT INTO operation_event (" + _EVENT_COLS + ") VALUES (?, ?, NULL, 'SENT', ?, ?, ?, ?)",
                            (op_id, job.id, actor, token, detail, now))
     else:
-        row = db.execute_sql(_CLAIM_PG, [job.id, token, *values, job.id, actor, token, detail, now]).fetchone()
-        op_id = row[0]
+        args = [job.id, job.id, token, *values, job.id, actor, token, detail, now]
+        if B.counted(job.budgets):
+            # Two statements: the FOR UPDATE waits for the previous claim of this job to commit,
+            # and only a statement started after that sees its SENT row when counting.
+            with write_txn():
+                refused = guard_txn(job.id, now, exclusive=True)
+                if refused:
+                    return refused
+                row = db.execute_sql(_CLAIM_PG, args).fetchone()
+        else:
+            row = db.execute_sql(_CLAIM_PG, args).fetchone()
+        op_id, _fenced, live = row
         if op_id is None:
+            if not live:
+                with write_txn():
+                    return guard_txn(job.id, now, exclusive=False)  # None: reopened meanwhile, re-read
             return None
     op = Operation(id=op_id, tenant=tenant, operation_key=key, job=job.id, task_version=job.task_version,
                    action=action, request_hash=digest, state=S.SENT, attempt=1, max_attempts=max_attempts,

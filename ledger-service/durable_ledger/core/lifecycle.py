@@ -24,12 +24,17 @@ from .render import operation_dict
 def cancel_job(principal, job_id, reason=None):
     job = get_job(principal.tenant, job_id)
     now = time.time()
+    # Two transactions, never one holding the job row and the lease row at once: a claim holds
+    # both FOR SHARE (fastpath.claim_new) in whatever order the planner picks, so a cancel that
+    # locked the job and then waited for the lease could deadlock with it. Between the two, the
+    # lease is still live but the job is cancelled: every claim is refused already.
     with write_txn():
         n = (Job.update(status="cancelled", halt_reason="cancelled", updated_at=now)
              .where(Job.id == job.id, Job.status != "cancelled").execute())
-        Lease.update(expires_at=now).where(Lease.job == job.id, Lease.expires_at > now).execute()
         if n:
             audit(principal.tenant, job.id, principal.actor, "job_cancelled", {"reason": reason})
+    with write_txn():
+        Lease.update(expires_at=now).where(Lease.job == job.id, Lease.expires_at > now).execute()
     ops = list(Operation.select().where(Operation.job == job.id).order_by(Operation.id))
     return {
         "job_id": job_id,

@@ -20,6 +20,7 @@ from ..errors import (
     InvalidTransition,
     OperationNotFound,
     ReceiptConflict,
+    GateContended,
     ValidationFailed,
 )
 from ..models import AuditLog, Job, Lease, Operation, OperationEvent
@@ -72,14 +73,55 @@ def _check_digest(op, digest):
         )
 
 
+# How often `begin` re-reads after losing a race (a concurrent claim or retry moved the row
+# between our read and our conditional write). Each loss means someone else made progress, so
+# a few rounds always settle; unbounded recursion would turn a livelock into a stack overflow.
+_BEGIN_ROUNDS = 4
+
+
 def begin(principal, job_id, action, fencing_token, payload=_MISSING, request_hash=None,
           operation_key=None, target=None, requires_approval=False, default_max_attempts=3,
           backoff_base_s=0.0, reconcile=True, reconcile_claim_s=60.0):
     """The gate. Returns a decision dict; persists SENT before answering ``dispatch``."""
-    tenant, actor = principal.tenant, principal.actor
     if payload is _MISSING and not request_hash:
         raise ValidationFailed("send 'payload' (digested by the ledger) or 'request_hash'", {"field": "payload"})
-    digest = request_hash or request_digest(payload)
+    digest = request_digest(payload) if payload is not _MISSING else request_hash
+    if request_hash and request_hash != digest:
+        # The digest is what approvals and the publishing proxy bind to: if the client's word
+        # won over the payload it sent, an approval for payload A would release payload B.
+        raise DigestMismatch("request_hash is not the digest of the payload sent; send one of them, or both agreeing",
+                             {"field": "request_hash", "given": request_hash, "computed": digest})
+    for _ in range(_BEGIN_ROUNDS):
+        out = _begin_round(principal, job_id, action, fencing_token, payload, digest, operation_key, target,
+                           requires_approval, default_max_attempts, backoff_base_s, reconcile, reconcile_claim_s)
+        if out is not _LOST_RACE:
+            return out
+    raise GateContended("the operation kept changing while the gate decided; send the same begin again",
+                        {"job_id": job_id, "action": action})
+
+
+_LOST_RACE = object()
+
+
+def _refused(principal, job, job_id, key, op, refusal):
+    """The halt answer for a job that may not dispatch (cancelled, halted, budget used up)."""
+    tenant, actor = principal.tenant, principal.actor
+    if refusal.budget:
+        record_refusal(tenant, job.id, actor, "budget_exhausted", {"budget": refusal.budget, "operation_key": key})
+        return {"decision": S.HALT, "operation": operation_dict(op, job_id) if op else None,
+                "reason": "budget_exhausted", "budget": refusal.budget,
+                "message": f"the job's {refusal.budget} budget is used up; nothing is dispatched"}
+    status = "cancelled" if refusal.reason == "cancelled" else "halted"
+    record_refusal(tenant, job.id, actor, "job_" + status, {"operation_key": key, "reason": refusal.reason})
+    if op is None:
+        return {"decision": S.HALT, "operation": None, "reason": refusal.reason,
+                "message": S.MESSAGES.get(refusal.reason, f"job is {status}")}
+    return _result(S.HALT, op, job_id, refusal.reason)
+
+
+def _begin_round(principal, job_id, action, fencing_token, payload, digest, operation_key, target,
+                 requires_approval, default_max_attempts, backoff_base_s, reconcile, reconcile_claim_s):
+    tenant, actor = principal.tenant, principal.actor
     job, lease, op = fastpath.load(tenant, job_id, operation_key, action)
     if job is None:
         raise JobNotFound(f"no job '{job_id}' in tenant '{tenant}'", {"job_id": job_id})
@@ -92,23 +134,17 @@ def begin(principal, job_id, action, fencing_token, payload=_MISSING, request_ha
         if op.job_id != job.id:
             raise ValidationFailed("operation key belongs to another job", {"operation_key": key})
 
+    # The checks below, before any write, answer the common refusals cheaply; the claims
+    # (`fastpath.claim_new`, `_claim_retry`) check status and budgets again in their own
+    # transaction, which is what makes them hold under concurrency.
     if job.status in ("cancelled", "halted"):
-        reason = job.halt_reason or job.status
-        record_refusal(tenant, job.id, actor, "job_" + job.status, {"operation_key": key, "reason": reason})
-        if op is None:
-            return {"decision": S.HALT, "operation": None, "reason": reason,
-                    "message": S.MESSAGES.get(reason, f"job is {job.status}")}
-        return _result(S.HALT, op, job_id, reason)
+        return _refused(principal, job, job_id, key, op, fastpath.Refused(job.halt_reason or job.status))
 
     would_dispatch = op is None or op.state in (S.PREPARED, S.FAILED)
     if would_dispatch:
         budget = budgets.exhausted(job)
         if budget:
-            record_refusal(tenant, job.id, actor, "budget_exhausted", {"budget": budget, "operation_key": key})
-            out = {"decision": S.HALT, "operation": operation_dict(op, job_id) if op else None,
-                   "reason": "budget_exhausted", "budget": budget,
-                   "message": f"the job's {budget} budget is used up; nothing is dispatched"}
-            return out
+            return _refused(principal, job, job_id, key, op, fastpath.Refused("budget_exhausted", budget))
         reconciled_absent = op is not None and (op.last_error or {}).get("reconciled")
         if op is not None and op.state == S.FAILED and op.retryable and op.attempt < op.max_attempts \
                 and not reconciled_absent:
@@ -126,9 +162,13 @@ def begin(principal, job_id, action, fencing_token, payload=_MISSING, request_ha
     if op is None:
         claimed = _claim_new(tenant, job, key, action, digest, fencing_token, target,
                              requires_approval, max_attempts, actor, payload, now)
+        if isinstance(claimed, fastpath.Refused):
+            return _refused(principal, job, job_id, key, None, claimed)
         if claimed is not None:
             return _result(S.DISPATCH, claimed, job_id)
-        op = Operation.get(Operation.tenant == tenant, Operation.operation_key == key)
+        op = Operation.get_or_none(Operation.tenant == tenant, Operation.operation_key == key)
+        if op is None:
+            return _LOST_RACE  # not claimed, no row: the job was reopened between claim and re-read
         _check_digest(op, digest)
 
     decision, reason = S.decide_existing(op.state, op.retryable, op.attempt, op.max_attempts)
@@ -142,15 +182,14 @@ def begin(principal, job_id, action, fencing_token, payload=_MISSING, request_ha
             reason = "reconcile_in_progress" if outcome == reconciliation.BUSY else "reconcile_failed"
             return _result(S.RECONCILE, op, job_id, reason, **extra)
         decision, reason = S.decide_existing(op.state, op.retryable, op.attempt, op.max_attempts)
-        if decision == S.DISPATCH and budgets.exhausted(job):
-            return _result(S.HALT, op, job_id, "budget_exhausted", budget=budgets.exhausted(job), **extra)
     if decision == S.DISPATCH:
         resent = _claim_retry(op, job, fencing_token, actor, now)
+        if isinstance(resent, fastpath.Refused):
+            refused = _refused(principal, job, job_id, key, op, resent)
+            refused.update(extra)
+            return refused
         if resent is None:  # someone else moved it first; answer from what they left
-            return begin(principal, job_id, action, fencing_token, request_hash=digest, operation_key=key,
-                         target=target, requires_approval=requires_approval,
-                         default_max_attempts=default_max_attempts, backoff_base_s=backoff_base_s,
-                         reconcile=reconcile, reconcile_claim_s=reconcile_claim_s)
+            return _LOST_RACE
         return _result(S.DISPATCH, resent, job_id, **extra)
     return _result(decision, op, job_id, reason, **extra)
 
@@ -218,8 +257,14 @@ def _claim_new(tenant, job, key, action, digest, token, target, requires_approva
 
 
 def _claim_retry(op, job, token, actor, now):
-    """PREPARED/FAILED -> SENT with attempt+1, conditional on the state and attempt we read."""
+    """PREPARED/FAILED -> SENT with attempt+1, conditional on the state and attempt we read.
+
+    Returns the operation, a `fastpath.Refused` (job stopped or budget used up, checked under the
+    job row's lock as in `fastpath.claim_new`), or None when the row moved first."""
     with write_txn():
+        refused = fastpath.guard_txn(job.id, now, exclusive=budgets.counted(job.budgets))
+        if refused:
+            return refused
         check_fence(_locked_lease(job.id), token)
         attempt = op.attempt + (1 if op.state == S.FAILED else 0)
         n = (Operation.update(state=S.SENT, attempt=attempt, fencing_token=token, updated_at=now)
