@@ -14,6 +14,7 @@ from flask import Flask
 
 from ..config import Config
 from ..db import bind_request_lifecycle, db, init_database
+from ..core.dispatch_auth import authorize_write
 from .sites import SiteRegistry, load_sites
 
 log = logging.getLogger("durable_ledger.proxy")
@@ -32,34 +33,12 @@ def _ledger_authenticator(cfg: Config):
     return lambda raw: authenticate(raw, cfg.token_cache_ttl_s)
 
 
-def ledger_publish_guard(principal, operation_key: str, job_id: str) -> None:
-    """Raise unless the ledger dispatched (SENT) or confirmed this publish operation of the job.
-
-    The ledger records an unapproved publish as PREPARED and answers `halt`; it moves the row to
-    SENT only after a live approval matched version, action, content digest and target. So a
-    workflow that skips the gate (or calls the proxy directly) cannot publish.
-    """
-    from ..core import states as S
-    from ..models import Job, Operation
-    from .errors import PublishNotApproved
-
-    op = (Operation.select(Operation, Job).join(Job)
-          .where(Operation.tenant == principal.tenant, Operation.operation_key == operation_key).first())
-    ok = (op is not None and op.job.job_id == job_id and op.requires_approval
-          and (op.action == "publish" or op.action.endswith(".publish"))
-          and op.state in (S.SENT, S.CONFIRMED))
-    if not ok:
-        raise PublishNotApproved(
-            "publishing needs a publish operation the ledger dispatched after an approval",
-            {"operation_key": operation_key, "job_id": job_id, "state": op.state if op else None})
-
-
 def create_proxy_app(config: dict | None = None) -> Flask:
     """Defaults, then the environment, then `config` overrides (tests).
 
     config keys: sites ({name: {url, user, app_password}} or SiteProfile), ledger (a Config),
-    authenticate (callable raw_token -> Principal), publish_guard (callable principal, key, job_id;
-    raises to refuse), connect_timeout, read_timeout, max_media_bytes.
+    authenticate (callable raw_token -> Principal), authorize (callable like
+    core.dispatch_auth.authorize_write; raises to refuse), connect_timeout, read_timeout, max_media_bytes.
     """
     config = dict(config or {})
     env = os.environ
@@ -83,7 +62,7 @@ def create_proxy_app(config: dict | None = None) -> Flask:
         bind_request_lifecycle(app)
 
     app.config["PROXY_AUTHENTICATE"] = authenticate
-    app.config["PROXY_PUBLISH_GUARD"] = config.get("publish_guard") or ledger_publish_guard
+    app.config["PROXY_AUTHORIZE"] = config.get("authorize") or authorize_write
 
     from ..api.service import register_error_handlers
     from .views import bp

@@ -30,3 +30,9 @@ class PublishNotApproved(LedgerError):
     """Publishing needs an operation the ledger dispatched after a matching approval."""
 
     code, http_status = "approval_required", 403
+
+
+class ContentChanged(LedgerError):
+    """The post's stored content no longer matches what was approved for publishing."""
+
+    code, http_status = "content_changed", 409

@@ -13,7 +13,8 @@ class SeoSchema(Schema):
 class _Durable(Schema):
     """The identifiers every write carries through to WordPress."""
 
-    job_id = fields.Str(required=True, validate=validate.Length(min=1, max=191))
+    # Both optional and only checked: the proxy forwards the ledger's job and token, not these.
+    job_id = fields.Str(load_default=None, validate=validate.Length(min=1, max=191))
     fencing_token = fields.Int(load_default=None, allow_none=True, validate=validate.Range(min=0))
 
 
@@ -35,7 +36,7 @@ class MediaSchema(_Durable):
     operation_key = fields.Str(required=True, validate=validate.Length(min=1, max=191))
     filename = fields.Str(load_default=None)
     mime_type = fields.Str(load_default=None)
-    url = fields.Url(load_default=None, schemes={"http", "https"}, require_tld=False)
+    url = fields.Str(load_default=None, validate=validate.Length(min=1, max=2048))  # checked by media.fetch_url
     content_base64 = fields.Str(load_default=None)
     alt_text = fields.Str(load_default=None)
     title = fields.Str(load_default=None)
@@ -44,7 +45,7 @@ class MediaSchema(_Durable):
 
 
 class SeoUpdateSchema(_Durable):
-    operation_key = fields.Str(load_default=None)
+    operation_key = fields.Str(required=True, validate=validate.Length(min=1, max=191))
     seo = fields.Nested(SeoSchema, required=True)
     seo_plugins = fields.List(fields.Str(validate=validate.OneOf(SEO_PLUGINS)), load_default=list(SEO_PLUGINS))
 
@@ -61,7 +62,7 @@ class ResourcePackSchema(Schema):
 class PostUpdateSchema(_Durable):
     """A fenced, verified update of an existing post. Sets values, never appends."""
 
-    operation_key = fields.Str(load_default=None, validate=validate.Length(min=1, max=191))
+    operation_key = fields.Str(required=True, validate=validate.Length(min=1, max=191))
     title = fields.Str(load_default=None)
     content = fields.Str(load_default=None)
     excerpt = fields.Str(load_default=None)
@@ -80,4 +81,10 @@ class PostUpdateSchema(_Durable):
 
 
 class PublishSchema(_Durable):
+    """What the approver approved: the content digest (sha256 of the stored raw content), and
+    optionally the title and featured image; all checked against the post before publishing."""
+
     operation_key = fields.Str(required=True, validate=validate.Length(min=1, max=191))
+    content_sha256 = fields.Str(required=True, validate=validate.Regexp(r"^[0-9a-f]{64}$"))
+    title = fields.Str(load_default=None)
+    featured_media = fields.Int(load_default=None)

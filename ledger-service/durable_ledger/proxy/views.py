@@ -1,6 +1,7 @@
 """Publishing proxy routes. Thin: parse, check the token's site rights, call the client, shape."""
 from __future__ import annotations
 
+import hashlib
 import logging
 
 import requests
@@ -11,7 +12,9 @@ from .. import __version__
 from ..auth import bearer_from_header
 from ..errors import MalformedJson, SiteNotAllowed, ValidationFailed
 from ..wordpress_client import seo_meta
-from .errors import PostNotFound, SiteNotFound, WordPressUnavailable
+from ..core.dispatch_auth import remote_job_id, remote_key
+from ..errors import Forbidden
+from .errors import ContentChanged, PostNotFound, SiteNotFound, WordPressUnavailable
 from .media import media_bytes
 from .packs import count_packs, with_resource_pack
 from .schemas import DraftSchema, MediaSchema, PostUpdateSchema, PublishSchema, SeoUpdateSchema
@@ -22,6 +25,8 @@ bp = Blueprint("proxy", __name__)
 POST_FIELDS = ("id", "status", "link", "title", "excerpt", "featured_media", "categories", "tags", "meta", "date_gmt")
 READ_FIELDS = POST_FIELDS + ("content", "modified_gmt")
 MEDIA_FIELDS = ("id", "status", "source_url", "title", "alt_text", "caption", "mime_type", "post")
+# Filled in from the ledger's record, never from the caller: see core/dispatch_auth.py.
+IDENTITY = ("operation_key", "job_id", "fencing_token")
 
 
 def _registry():
@@ -53,6 +58,23 @@ def _json_body():
     if not isinstance(body, dict):
         raise MalformedJson("the request body must be a JSON object")
     return body
+
+
+def _write_of(raw: dict, **extra) -> dict:
+    """The write as the ledger digests it: the body as sent, without the identity fields."""
+    return {**{k: v for k, v in raw.items() if k not in IDENTITY}, **extra}
+
+
+def _authorize(site: str, data: dict, write: dict, publish: bool = False):
+    """Ask the ledger whether it dispatched exactly this write; refusals never reach WordPress."""
+    try:
+        return current_app.config["PROXY_AUTHORIZE"](
+            g.principal.tenant, data["operation_key"], f"wordpress:{site}", write,
+            job_id=data.get("job_id"), fencing_token=data.get("fencing_token"), publish=publish)
+    except Exception as exc:
+        log.warning("write refused site=%s key=%s tenant=%s actor=%s: %s", site, data.get("operation_key"),
+                    g.principal.tenant, g.principal.actor, getattr(exc, "code", type(exc).__name__))
+        raise
 
 
 def _plugin(name: str, writing: bool = False) -> bool | None:
@@ -121,15 +143,17 @@ def health():
 @bp.post("/v1/sites/<site>/drafts")
 def create_draft(site):
     client = _site(site, "runner")
-    data = _load(DraftSchema(), _json_body())
+    raw = _json_body()
+    data = _load(DraftSchema(), raw)
+    grant = _authorize(site, data, _write_of(raw))
     fields = {k: data[k] for k in ("title", "content", "excerpt", "featured_media", "categories", "tags")
               if data.get(k) is not None}
     meta = seo_meta(data.get("seo"), data["seo_plugins"])
     if meta:
         fields["meta"] = meta
     plugin = _plugin(site, writing=True)
-    result = client.create_post(fields, operation_key=data["operation_key"], job_id=data["job_id"],
-                                fencing_token=data["fencing_token"])
+    result = client.create_post(fields, operation_key=grant.remote_key, job_id=grant.remote_job_id,
+                                fencing_token=grant.fencing_token)
     return _answer(site, "post", data["operation_key"], result, plugin, POST_FIELDS)
 
 
@@ -139,23 +163,32 @@ def upload_media(site):
     upload = request.files.get("file")
     raw = request.form.to_dict() if upload is not None or request.form else _json_body()
     data = _load(MediaSchema(), raw)
+    write = _write_of(raw)
+    if "content_base64" in write:  # bound by its digest: the ledger never needs to see the bytes
+        write["content_base64_sha256"] = hashlib.sha256(str(write.pop("content_base64")).encode()).hexdigest()
+    if upload is not None:
+        write["file_sha256"] = hashlib.sha256(upload.read()).hexdigest()
+        upload.stream.seek(0)
+    grant = _authorize(site, data, write)  # before any URL is fetched: a refused caller fetches nothing
     cfg = current_app.config
     content, filename, mime = media_bytes(data, upload, cfg["PROXY_MAX_MEDIA_BYTES"], client.timeout,
                                           media_hosts=_registry().sites[site].media_hosts)
     plugin = _plugin(site, writing=True)
     extra = {k: data[k] for k in ("alt_text", "title", "caption", "description") if data.get(k) is not None}
-    result = client.upload_media(content, filename, mime, extra, operation_key=data["operation_key"],
-                                 job_id=data["job_id"], fencing_token=data["fencing_token"])
+    result = client.upload_media(content, filename, mime, extra, operation_key=grant.remote_key,
+                                 job_id=grant.remote_job_id, fencing_token=grant.fencing_token)
     return _answer(site, "media", data["operation_key"], result, plugin, MEDIA_FIELDS)
 
 
 @bp.post("/v1/sites/<site>/posts/<int:post_id>/seo")
 def update_seo(site, post_id):
     client = _site(site, "runner")
-    data = _load(SeoUpdateSchema(), _json_body())
+    raw = _json_body()
+    data = _load(SeoUpdateSchema(), raw)
+    grant = _authorize(site, data, _write_of(raw, post_id=post_id))
     plugin = _plugin(site, writing=True)
     result = client.update_post(post_id, {"meta": seo_meta(data["seo"], data["seo_plugins"])},
-                                job_id=data["job_id"], fencing_token=data["fencing_token"])
+                                job_id=grant.remote_job_id, fencing_token=grant.fencing_token)
     return _answer(site, "post", data.get("operation_key"), result, plugin, POST_FIELDS)
 
 
@@ -165,13 +198,15 @@ def update_post(site, post_id):
     content = the given body (any earlier pack stripped) + exactly one pack block, so a repeat
     rewrites the same content instead of appending a second pack."""
     client = _site(site, "runner")
-    data = _load(PostUpdateSchema(), _json_body())
+    raw = _json_body()
+    data = _load(PostUpdateSchema(), raw)
+    grant = _authorize(site, data, _write_of(raw, post_id=post_id))
     fields = {k: data[k] for k in ("title", "content", "excerpt", "featured_media") if data.get(k) is not None}
     if data.get("resource_pack"):
         fields["content"] = with_resource_pack(fields["content"], data["resource_pack"]["html"], post_id,
                                                data["operation_key"])
     plugin = _plugin(site, writing=True)
-    result = client.update_post(post_id, fields, job_id=data["job_id"], fencing_token=data["fencing_token"])
+    result = client.update_post(post_id, fields, job_id=grant.remote_job_id, fencing_token=grant.fencing_token)
     if data.get("resource_pack") and result.outcome == "confirmed":
         stored = (result.body or {}).get("content")
         found = count_packs(stored.get("raw", "") if isinstance(stored, dict) else stored or "", post_id,
@@ -182,15 +217,41 @@ def update_post(site, post_id):
 
 @bp.post("/v1/sites/<site>/posts/<int:post_id>/publish")
 def publish_post(site, post_id):
-    """Publishing is approval-gated in the ledger; the proxy checks that gate again itself: only an
-    operation the ledger dispatched (SENT, so its approval matched) or confirmed may publish."""
+    """Publish exactly what was approved. The ledger moved the publish operation to SENT only after
+    an approval matched its digest; the digest covers the post id and the content digest (and the
+    title / featured image when sent), so this post, on this site, with this content. The stored
+    post is read back first: content edited after the approval is refused, not published."""
     client = _site(site, "runner")
-    data = _load(PublishSchema(), _json_body())
-    current_app.config["PROXY_PUBLISH_GUARD"](g.principal, data["operation_key"], data["job_id"])
+    raw = _json_body()
+    data = _load(PublishSchema(), raw)
+    grant = _authorize(site, data, _write_of(raw, post_id=post_id), publish=True)
+    _check_unchanged(client, site, post_id, data)
     plugin = _plugin(site, writing=True)
-    result = client.update_post(post_id, {"status": "publish"}, job_id=data["job_id"],
-                                fencing_token=data["fencing_token"])
+    result = client.update_post(post_id, {"status": "publish"}, job_id=grant.remote_job_id,
+                                fencing_token=grant.fencing_token)
     return _answer(site, "post", data["operation_key"], result, plugin, POST_FIELDS)
+
+
+def _check_unchanged(client, site: str, post_id: int, data: dict) -> None:
+    try:
+        status, body = client.read_post(post_id)
+    except requests.RequestException as exc:
+        raise WordPressUnavailable(f"WordPress site '{site}' is unreachable", {"site": site}) from exc
+    if status == 404:
+        raise PostNotFound(f"no post {post_id} on '{site}'", {"site": site, "post_id": post_id})
+    if status != 200 or not isinstance(body, dict):
+        raise WordPressUnavailable(f"reading post {post_id} on '{site}' answered {status}", {"site": site})
+    stored = {k: (v.get("raw") if isinstance(v, dict) and "raw" in v else v) for k, v in body.items()}
+    differs = []
+    if hashlib.sha256((stored.get("content") or "").encode("utf-8")).hexdigest() != data["content_sha256"]:
+        differs.append("content")
+    if data.get("title") is not None and stored.get("title") != data["title"]:
+        differs.append("title")
+    if data.get("featured_media") is not None and stored.get("featured_media") != data["featured_media"]:
+        differs.append("featured_media")
+    if differs:
+        raise ContentChanged("the post changed after it was approved; nothing was published: approve it again",
+                             {"site": site, "post_id": post_id, "changed": differs})
 
 
 @bp.get("/v1/sites/<site>/posts/<int:post_id>")
@@ -210,13 +271,24 @@ def read_post(site, post_id):
     return jsonify({"site": site, "post": post, "edit_url": _edit_url(site, post_id)})
 
 
+def _lookup_tenant() -> str:
+    """Lookups see the caller's tenant only; an admin token (the ledger's reconciler serving
+    several tenants) may name the tenant with `?tenant=`."""
+    wanted = request.args.get("tenant")
+    if not wanted or wanted == g.principal.tenant:
+        return g.principal.tenant
+    if g.principal.role != "admin":
+        raise Forbidden("only an admin token may look up another tenant's objects", {"tenant": wanted})
+    return wanted
+
+
 @bp.get("/v1/sites/<site>/operations/<path:key>")
 def lookup_operation(site, key):
     """Reconciler's question: did this operation's write land? Degraded mode never claims a key match."""
     client = _site(site, "runner", "editor")
     try:
         if _plugin(site):
-            found = client.lookup_operation(key)
+            found = client.lookup_operation(remote_key(_lookup_tenant(), key))
             hit = bool(found.get("found") and found.get("id"))
             return jsonify({**found, "site": site, "plugin": True, "match": "operation_key" if hit else None,
                             "edit_url": _edit_url(site, found.get("id")) if hit else None})
@@ -234,7 +306,7 @@ def lookup_job(site, job_id):
     client = _site(site, "runner", "editor")
     try:
         if _plugin(site):
-            job = client.lookup_job(job_id)
+            job = client.lookup_job(remote_job_id(_lookup_tenant(), job_id))
             return jsonify({**job, "objects": _with_edit_urls(site, job.get("objects")), "site": site, "plugin": True})
         title = request.args.get("title")
         candidates = _with_edit_urls(site, client.find_by_title(title)) if title else []
