@@ -1,5 +1,6 @@
 """Session mapping, item sync, stream rebuild and restart, against the Agents API stand-in."""
 
+import pytest
 import requests
 from agents_standin import (bound_job, item_event, message_item,
                             turn_body)
@@ -12,6 +13,21 @@ from durable_ledger.agents.stream import rebuild
 from durable_ledger.api import create_app
 from durable_ledger.config import Config
 from durable_ledger.db import db
+
+
+@pytest.fixture
+def standin(standin):
+    """The ledger binds a session only for the tenant named in its metadata (docs/agents.md):
+    every session this module's stand-in serves is created for tenant acme."""
+    add = standin.add_session
+
+    def add_session(session_id, *args, **kw):
+        body = add(session_id, *args, **kw)
+        body["metadata"] = {"durable_tenant": "acme"}
+        return body
+
+    standin.add_session = add_session
+    return standin
 
 
 class PatientServer(LedgerServer):

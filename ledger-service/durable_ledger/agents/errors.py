@@ -9,6 +9,15 @@ class SessionNotBound(NotFound):
     code = "session_not_bound"
 
 
+class SessionNotFound(NotFound):
+    """No session with this id that the caller's tenant may bind.
+
+    The same answer whether the id does not exist, carries no ``durable_tenant`` metadata, or
+    belongs to another tenant: the answer never says that a session exists elsewhere."""
+
+    code = "session_not_found"
+
+
 class SessionConflict(LedgerError):
     """The job is bound to another session, or the session to another job."""
 

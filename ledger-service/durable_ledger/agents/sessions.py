@@ -1,4 +1,15 @@
-"""Job <-> session mapping, persisted so a restarted app finds its sessions (never creates new ones)."""
+"""Job <-> session mapping, persisted so a restarted app finds its sessions (never creates new ones).
+
+``SessionBinding`` is the one source of truth for job <-> session; ``Job.session_id`` is a copy
+written only here, in the same transaction as the binding row (``PUT /v1/jobs/{id}`` with a
+``session_id`` binds through this module too).
+
+Ownership. Every tenant's sessions may live in one OpenAI account, so "the API found the id"
+says nothing about whose session it is. A session is bindable by tenant T only if its metadata
+carries ``durable_tenant = T`` (written by whoever creates the session for T). A session that
+does not exist, has no such metadata, or carries another tenant's name gets one and the same
+answer: 404 ``session_not_found`` (no oracle for sessions of other tenants).
+"""
 
 import time
 from contextlib import contextmanager
@@ -7,11 +18,11 @@ import openai
 from peewee import IntegrityError
 
 from ..core.digest import request_digest
-from ..core.jobs import get_job
+from ..core.jobs import create_or_get_job, get_job
 from ..db import write_txn
 from ..models import AuditLog, Job
 from .client import sessions
-from .errors import AgentsApiError, SessionConflict, SessionNotBound
+from .errors import AgentsApiError, SessionConflict, SessionNotBound, SessionNotFound
 from .models import SessionBinding
 
 
@@ -38,8 +49,35 @@ def environment_of(session):
     return {"type": env.type, "id": getattr(env, "id", None)}
 
 
-def bind_session(client, tenant, job_id, session_id, actor):
-    """Bind ``session_id`` to the job. Returns (binding, created). Idempotent for the same pair."""
+TENANT_METADATA_KEY = "durable_tenant"
+
+
+def _unknown_session(session_id):
+    return SessionNotFound(f"no session '{session_id}' for this tenant", {"session_id": session_id})
+
+
+def verify_session(client, tenant, session_id):
+    """Retrieve the session and check it belongs to ``tenant``; returns it.
+
+    Refuses with the unknown-id answer when the API has no such session or when its metadata
+    does not name this tenant. Always one retrieve, whatever the outcome."""
+    try:
+        with agents_api("sessions.retrieve"):
+            session = sessions(client).retrieve(session_id)
+    except AgentsApiError as exc:
+        if exc.details.get("status") == 404:
+            raise _unknown_session(session_id) from None
+        raise
+    if (getattr(session, "metadata", None) or {}).get(TENANT_METADATA_KEY) != tenant:
+        raise _unknown_session(session_id)
+    return session
+
+
+def bind_session(client, tenant, job_id, session_id, actor, session=None):
+    """Bind ``session_id`` to the job. Returns (binding, created). Idempotent for the same pair.
+
+    ``session``: the session already verified by ``verify_session`` for this tenant (so a
+    caller can verify before it writes anything)."""
     job = get_job(tenant, job_id)
     existing = SessionBinding.get_or_none(SessionBinding.job == job.id)
     if existing is not None:
@@ -50,8 +88,8 @@ def bind_session(client, tenant, job_id, session_id, actor):
     if job.session_id and job.session_id != session_id:
         raise SessionConflict(f"job '{job_id}' was created for session {job.session_id}",
                               {"bound_session_id": job.session_id})
-    with agents_api("sessions.retrieve"):
-        session = sessions(client).retrieve(session_id)
+    if session is None or session.id != session_id:
+        session = verify_session(client, tenant, session_id)
     now = time.time()
     try:
         with write_txn():
@@ -66,8 +104,29 @@ def bind_session(client, tenant, job_id, session_id, actor):
         winner = SessionBinding.get_or_none(SessionBinding.session_id == session_id)
         if winner is not None and winner.job_id == job.id:
             return winner, False
+        holder = Job.get_or_none(Job.session_id == session_id)
+        if (winner is not None and winner.tenant != tenant) or (holder is not None and holder.tenant != tenant):
+            # Rows older than the metadata check: still no word about another tenant's session.
+            raise _unknown_session(session_id) from exc
         raise SessionConflict("session is already bound to another job", {"session_id": session_id}) from exc
     return binding, True
+
+
+def create_job_with_session(client, tenant, job_id, session_id, actor, **spec):
+    """``PUT /v1/jobs/{id}`` with a ``session_id``: create (or get) the job and bind the session,
+    with the checks of ``PUT /v1/jobs/{id}/session``, in one transaction. A refused bind
+    (unknown session, another tenant's, the job bound elsewhere) creates no job.
+    Returns (job, created)."""
+    job = Job.get_or_none(Job.tenant == tenant, Job.job_id == job_id)
+    if job is not None:
+        bound = SessionBinding.get_or_none(SessionBinding.job == job.id)
+        if bound is not None and bound.session_id == session_id:
+            return job, False  # a retried PUT: nothing to verify again
+    session = verify_session(client, tenant, session_id)  # the remote call, before anything is written
+    with write_txn():
+        job, created = create_or_get_job(tenant, job_id, actor=actor, **spec)
+        bind_session(client, tenant, job_id, session_id, actor, session=session)
+    return Job.get_by_id(job.id), created
 
 
 def get_binding(tenant, job_id):

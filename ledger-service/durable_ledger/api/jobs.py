@@ -2,6 +2,8 @@
 
 from flask import Blueprint, jsonify, request
 
+from ..agents import sessions as agent_sessions
+from ..agents.client import get_client
 from ..core import checkpoints, jobs, leases, lifecycle, report, resume
 from ..core import operations as ops
 from ..core import states as S
@@ -17,7 +19,12 @@ bp = Blueprint("jobs", __name__, url_prefix="/v1/jobs")
 def put_job(job_id):
     who = principal().require("runner")
     body = schemas.load(schemas.JobPutSchema, request)
-    job, created = jobs.create_or_get_job(who.tenant, job_id, actor=who.actor, **body)
+    session_id = body.pop("session_id", None)
+    if session_id is None:
+        job, created = jobs.create_or_get_job(who.tenant, job_id, actor=who.actor, **body)
+    else:  # bound exactly as PUT /v1/jobs/{id}/session binds (one source of truth: the binding)
+        job, created = agent_sessions.create_job_with_session(get_client(), who.tenant, job_id, session_id,
+                                                              who.actor, **body)
     lease = Lease.get_or_none(Lease.job == job.id)
     return jsonify(job_dict(job, lease)), 201 if created else 200
 

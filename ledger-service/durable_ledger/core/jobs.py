@@ -24,8 +24,11 @@ def _check_spec(pipeline, phases, budgets):
 
 
 def create_or_get_job(tenant, job_id, *, task_version=1, pipeline="generic", phases=None,
-                      budgets=None, session_id=None, policy_hash=None, actor="system"):
-    """Returns (job, created). Claim by INSERT; a concurrent creator's row wins and is returned."""
+                      budgets=None, policy_hash=None, actor="system"):
+    """Returns (job, created). Claim by INSERT; a concurrent creator's row wins and is returned.
+
+    No ``session_id`` here: a job gets its session only by binding it
+    (``durable_ledger.agents.sessions``), which checks the session and writes ``Job.session_id``."""
     existing = Job.get_or_none(Job.tenant == tenant, Job.job_id == job_id)
     if existing is not None:
         return existing, False
@@ -35,16 +38,16 @@ def create_or_get_job(tenant, job_id, *, task_version=1, pipeline="generic", pha
         with write_txn():
             job = Job.create(
                 tenant=tenant, job_id=job_id, task_version=task_version, pipeline=pipeline,
-                phases=phases, budgets=budgets or {}, session_id=session_id, policy_hash=policy_hash,
+                phases=phases, budgets=budgets or {}, policy_hash=policy_hash,
                 created_at=now, updated_at=now,
             )
             AuditLog.create(tenant=tenant, job=job, actor=actor, action="job_created",
                             detail={"task_version": task_version, "pipeline": pipeline}, created_at=now)
         return job, True
-    except IntegrityError as exc:
+    except IntegrityError:
         job = Job.get_or_none(Job.tenant == tenant, Job.job_id == job_id)
-        if job is None:  # the unique violation was on session_id, not on the job
-            raise ValidationFailed("session_id is already bound to another job", {"field": "session_id"}) from exc
+        if job is None:
+            raise
         return job, False
 
 

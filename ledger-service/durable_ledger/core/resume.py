@@ -8,6 +8,7 @@ send the job back to the phase that produced them.
 
 import time
 
+from ..db import write_txn
 from ..errors import InvalidTransition
 from ..models import Approval, Checkpoint, Job, Operation
 from . import budgets
@@ -70,14 +71,30 @@ def _summary(job, phase, ops, artifacts, halt):
     return "; ".join(parts)
 
 
+def _cancelled(principal, job):
+    audit(principal.tenant, job.id, principal.actor, "refused:resume_cancelled", {})
+    return InvalidTransition("the job was cancelled; it is never reopened", {"status": "cancelled"})
+
+
 def resume_job(principal, job_id, owner, ttl_s, takeover=False, artifacts=None, policy_hash=None):
     job = get_job(principal.tenant, job_id)
     if job.status == "cancelled":
-        audit(principal.tenant, job.id, principal.actor, "refused:resume_cancelled", {})
-        raise InvalidTransition("the job was cancelled; it is never reopened", {"status": "cancelled"})
+        raise _cancelled(principal, job)
     now = time.time()
-    Job.update(resume_attempts=Job.resume_attempts + 1, updated_at=now).where(Job.id == job.id).execute()
-    job, lease = acquire_lease(principal.tenant, job_id, owner, ttl_s, takeover, principal.actor)
+    # An attempt is a resume that took the lease. The increment and the acquisition commit in
+    # one transaction: a resume refused with 409 lease_held (another executor's live lease)
+    # rolls its increment back, so an intruder cannot burn the owner's max_resume_attempts.
+    # ``resume_attempts + 1`` in the UPDATE loses no count under concurrency; the job row is
+    # locked before the lease row, the order cancel uses, and a cancel that committed since
+    # the read above leaves nothing to update.
+    lease = None
+    with write_txn():
+        n = (Job.update(resume_attempts=Job.resume_attempts + 1, updated_at=now)
+             .where(Job.id == job.id, Job.status != "cancelled").execute())
+        if n == 1:
+            job, lease = acquire_lease(principal.tenant, job_id, owner, ttl_s, takeover, principal.actor)
+    if lease is None:
+        raise _cancelled(principal, job)
     job = Job.get_by_id(job.id)
     halt = job.halt_reason if job.status == "halted" else None
     if halt is None and policy_hash is not None and job.policy_hash is not None and policy_hash != job.policy_hash:
