@@ -33,6 +33,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 from fault_relay import FaultRelay  # noqa: E402
+from durable_ledger.core.dispatch_auth import remote_job_id  # noqa: E402
 
 WORKFLOW_FILE = REPO / "workflows" / "article-pipeline.json"
 VENV_BIN = Path(os.environ.get("DURABLE_VENV_BIN", REPO / ".venv" / "bin"))
@@ -355,7 +356,8 @@ class PipelineStack:
         return r.json()
 
     def wordpress_job(self, job_id: str) -> dict:
-        return self.wp_get(f"/durable/v1/jobs/{quote(job_id, safe='')}")
+        """The plugin's view of the job: in WordPress the job id is tenant-qualified."""
+        return self.wp_get(f"/durable/v1/jobs/{quote(remote_job_id(TENANT, job_id), safe='')}")
 
     def wait_for_draft(self, job_id: str, timeout: float = 60) -> int:
         deadline = time.monotonic() + timeout

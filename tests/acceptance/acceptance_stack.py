@@ -34,6 +34,7 @@ if str(REPO / "ledger-service" / "tests") not in sys.path:
     sys.path.append(str(REPO / "ledger-service" / "tests"))  # agents_standin (appended: no conftest clash)
 
 from agents_standin import WEBHOOK_SECRET  # noqa: E402
+from durable_ledger.core.dispatch_auth import remote_job_id  # noqa: E402
 from harness import BIN, LedgerServer, ProxyServer, Stack, free_port  # noqa: E402
 from support.netfaults import LossyProxy  # noqa: E402
 
@@ -153,9 +154,11 @@ class AcceptanceStack(Stack):
                             timeout=30)
         assert r.status_code == 200, r.text
 
-    def job_objects(self, job_id):
-        """Every object the durable-ops plugin binds to the job (drafts, published, attachments)."""
-        r = requests.get(self.wp.rest(f"/durable/v1/jobs/{q(job_id)}"), auth=self.wp.auth, timeout=30)
+    def job_objects(self, job_id, tenant):
+        """Every object the durable-ops plugin binds to the job (drafts, published, attachments);
+        in WordPress the job id is tenant-qualified."""
+        r = requests.get(self.wp.rest(f"/durable/v1/jobs/{q(remote_job_id(tenant, job_id))}"), auth=self.wp.auth,
+                         timeout=30)
         r.raise_for_status()
         return r.json()["objects"]
 

@@ -27,7 +27,7 @@ def test_acceptance_remote_write_done_response_lost(stack, uid):
     key = done["operation"]["operation_key"]
     assert stack.lossy.dropped == dropped_before + 1
     assert (done["outcome"], done["operation"]["state"]) == ("unknown", "UNKNOWN"), done
-    [post_id] = [o["id"] for o in stack.job_objects(job)]  # the write did happen
+    [post_id] = [o["id"] for o in stack.job_objects(job, api.tenant)]  # the write did happen
 
     # The retry: a new run (new lease, new fencing token) through the same gate.
     again = steps.run(stack.caller_config(job, "lossy", title, token=api.tokens["runner"]), say=lambda *a: None)
@@ -36,7 +36,7 @@ def test_acceptance_remote_write_done_response_lost(stack, uid):
     assert again["reconciliation"]["verdict"] == "found"
     assert again["receipt"]["remote_id"] == str(post_id)
     assert api.states(key) == ["SENT", "UNKNOWN", "CONFIRMED"]  # reconciled; never a second SENT
-    assert [o["id"] for o in stack.job_objects(job)] == [post_id]
+    assert [o["id"] for o in stack.job_objects(job, api.tenant)] == [post_id]
     assert stack.posts_titled(title) == [post_id]
     m = api.metrics()
     assert_exactly_once(m)
@@ -100,7 +100,7 @@ def test_acceptance_two_workers_resume_same_job(stack, uid):
                                                         "target": "wordpress:test", "payload": {"seo": {"title": "x"}}})
     assert (r.status_code, r.json()["error"]["code"]) == (409, "stale_fencing_token")
 
-    objects = stack.job_objects(job)
+    objects = stack.job_objects(job, api.tenant)
     assert [o["id"] for o in objects] == [written["remote_id"]]
     assert stack.posts_titled(title) == [written["remote_id"]] and stack.posts_titled(f"{title} (stale)") == []
     m = api.metrics()
@@ -141,7 +141,7 @@ def test_acceptance_credentials_or_approval_revoked(stack, uid):
     assert (after_resume["decision"], after_resume["reason"]) == ("halt", "authorization_revoked")
     r = api.call("POST", f"/v1/jobs/{q(job)}/reauthorize", json={"note": "runner tries"})
     assert r.status_code == 403  # only an approver lifts it
-    assert stack.job_objects(job) == [] and stack.posts_titled(title) == []
+    assert stack.job_objects(job, api.tenant) == [] and stack.posts_titled(title) == []
 
     api.post(f"/v1/jobs/{q(job)}/reauthorize", {"note": "new application password issued"}, role="approver")
     packet = api.post(f"/v1/jobs/{q(job)}/resume", {"owner": "exec-3", "ttl_s": 600, "takeover": True})
@@ -218,7 +218,7 @@ def test_acceptance_user_cancels(stack, uid):
     assert [i for i in again["items"] if i["operation_key"] == key] == []
     assert api.get(f"/v1/jobs/{q(job)}")["status"] == "cancelled"
     assert api.states(key) == ["SENT", "CONFIRMED"]
-    assert [o["id"] for o in stack.job_objects(job)] == [written["remote_id"]]
+    assert [o["id"] for o in stack.job_objects(job, api.tenant)] == [written["remote_id"]]
     assert stack.posts_titled(title) == [written["remote_id"]]
 
     report = api.get(f"/v1/jobs/{q(job)}/report")

@@ -31,6 +31,7 @@ for p in (str(HERE), str(TESTS), str(REPO / "ledger-service")):
     if p not in sys.path:
         sys.path.insert(0, p)
 
+from durable_ledger.core.dispatch_auth import remote_job_id  # noqa: E402
 from support.netfaults import LossyProxy  # noqa: E402
 
 
@@ -56,6 +57,9 @@ class ProxyServer(LedgerServer):
                      "--workers", "1", "--threads", "8"]
 
 
+TENANT = "acme"  # the tenant of every token below
+
+
 class Stack:
     def __init__(self, workdir: Path, wp, wp_plain):
         self.workdir = Path(workdir)
@@ -63,8 +67,8 @@ class Stack:
         self.runner = "runner-" + secrets.token_hex(8)
         self.editor = "editor-" + secrets.token_hex(8)
         self.reconciler = "reconciler-" + secrets.token_hex(8)
-        self.tokens = (f"acme:runner:{self.runner}:test+plain+lossy,acme:editor:{self.editor},"
-                       f"acme:editor:{self.reconciler}")
+        self.tokens = (f"{TENANT}:runner:{self.runner}:test+plain+lossy,{TENANT}:editor:{self.editor},"
+                       f"{TENANT}:editor:{self.reconciler}")
         self.database_url = f"sqlite:///{self.workdir / 'ledger.db'}"
         self.lossy = None
         self.ledger = self.proxy = None
@@ -146,9 +150,11 @@ class Stack:
     def site(self, name):
         return self.wp_plain if name == "plain" else self.wp
 
-    def plugin_job_posts(self, job_id):
-        """Posts the durable-ops plugin binds to the job (drafts included)."""
-        r = requests.get(self.wp.rest(f"/durable/v1/jobs/{quote(job_id, safe='')}"), auth=self.wp.auth, timeout=30)
+    def plugin_job_posts(self, job_id, tenant=TENANT):
+        """Posts the durable-ops plugin binds to the job (drafts included); in WordPress the job id
+        is tenant-qualified."""
+        r = requests.get(self.wp.rest(f"/durable/v1/jobs/{quote(remote_job_id(tenant, job_id), safe='')}"),
+                         auth=self.wp.auth, timeout=30)
         r.raise_for_status()
         return [o["id"] for o in r.json()["objects"] if o["object_type"] == "post"]
 
