@@ -15,6 +15,8 @@ the same key), never another one. Checked on every write, not cached: a takeover
 confirm takes effect on the next request.
 """
 
+from peewee import JOIN
+
 from ..errors import LedgerError, StaleFencingToken
 from ..models import Job, Lease, Operation
 from . import states as S
@@ -83,7 +85,7 @@ def authorize_write(tenant, operation_key, target, write, *, job_id=None, fencin
     row = (Operation.select(Operation, Job.job_id.alias("job_key"), Job.status, Job.halt_reason,
                             Lease.fencing_token.alias("lease_token"))
            .join(Job, on=(Job.id == Operation.job))
-           .join(Lease, join_type="LEFT OUTER", on=(Lease.job == Job.id))
+           .join(Lease, join_type=JOIN.LEFT_OUTER, on=(Lease.job == Job.id))
            .where(Operation.tenant == tenant, Operation.operation_key == operation_key)
            .objects().first())
     if row is None:

@@ -48,7 +48,8 @@ class WordPressReconciler:
     def lookup(self, op):
         site = site_of(op.target, self.default_site)
         title = (op.request_summary or {}).get("title")
-        params = {"title": title} if isinstance(title, str) and title else {}
+        # The proxy qualifies keys by tenant; a reconciler token of another tenant must be admin.
+        params = {"title": title, "tenant": op.tenant} if isinstance(title, str) and title else {"tenant": op.tenant}
         body = self._get(f"/v1/sites/{quote(site, safe='')}/operations/{quote(op.operation_key, safe='')}", **params)
         evidence = {"site": site, "plugin": body.get("plugin"), "lookup": "operation_key"}
         if body.get("plugin"):
@@ -74,7 +75,7 @@ class WordPressReconciler:
         """
         site = site_of(op.target, self.default_site)
         title = (op.request_summary or {}).get("title")
-        params = {"title": title} if isinstance(title, str) and title else {}
+        params = {"title": title, "tenant": op.tenant} if isinstance(title, str) and title else {"tenant": op.tenant}
         body = self._get(f"/v1/sites/{quote(site, safe='')}/jobs/{quote(op.job.job_id, safe='')}", **params)
         objects = (body.get("objects") or body.get("items") or []) + (body.get("candidates") or [])
         return any(str(o.get("id")) == str(remote_id) for o in objects)
