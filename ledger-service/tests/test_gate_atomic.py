@@ -109,3 +109,46 @@ def test_gate_payload_and_hash_that_disagree_are_refused(client):
         "job_id": "dig", "action": "send", "payload": approved, "request_hash": request_digest(approved),
         "fencing_token": token})
     assert r.json["decision"] == "dispatch" and r.json["operation"]["request_hash"] == request_digest(approved)
+
+
+def test_gate_begins_resumes_and_cancels_together_never_deadlock(two_servers):  # noqa: F811
+    """Claims hold the job and lease rows FOR SHARE; resumes (takeovers) and cancels write them.
+    Any writer holding one row exclusively while waiting for the other would deadlock with a
+    claim: PostgreSQL would abort one side and the caller would see a 500."""
+    s0, url0 = requests.Session(), two_servers[0].url
+    statuses = Counter()
+    lock = threading.Lock()
+    for rnd in range(5):
+        job = f"mix-{rnd}"
+        _job(s0, url0, job, {"max_tool_calls": 500})
+        barrier = threading.Barrier(10)
+
+        def beginner(i):
+            session, url = requests.Session(), two_servers[i % 2].url
+            barrier.wait()
+            for k in range(15):
+                token = session.get(f"{url}/v1/jobs/{job}", headers=H).json()["lease"]["fencing_token"]
+                r = session.post(url + "/v1/operations/begin", headers=H, timeout=30, json={
+                    "job_id": job, "action": f"a-{i}-{k}", "payload": {}, "fencing_token": token})
+                with lock:
+                    statuses[r.status_code] += 1
+
+        def resumer(i):
+            session, url = requests.Session(), two_servers[i % 2].url
+            barrier.wait()
+            for k in range(10):
+                r = session.post(f"{url}/v1/jobs/{job}/resume", headers=H, timeout=30,
+                                 json={"owner": f"r{i}-{k}", "takeover": True})
+                with lock:
+                    statuses[r.status_code] += 1
+            if i == 0:
+                r = session.post(f"{url}/v1/jobs/{job}/cancel", headers=H, json={})
+                with lock:
+                    statuses[r.status_code] += 1
+
+        with ThreadPoolExecutor(10) as pool:
+            futures = [pool.submit(beginner, i) for i in range(8)] + [pool.submit(resumer, i) for i in range(2)]
+            for f in futures:
+                f.result()
+    assert not [s for s in statuses if s >= 500], statuses
+    assert statuses[200] > 0

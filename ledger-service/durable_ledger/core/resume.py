@@ -8,7 +8,6 @@ send the job back to the phase that produced them.
 
 import time
 
-from ..db import write_txn
 from ..errors import InvalidTransition
 from ..models import Approval, Checkpoint, Job, Operation
 from . import budgets
@@ -81,18 +80,18 @@ def resume_job(principal, job_id, owner, ttl_s, takeover=False, artifacts=None, 
     if job.status == "cancelled":
         raise _cancelled(principal, job)
     now = time.time()
-    # An attempt is a resume that took the lease. The increment and the acquisition commit in
-    # one transaction: a resume refused with 409 lease_held (another executor's live lease)
-    # rolls its increment back, so an intruder cannot burn the owner's max_resume_attempts.
-    # ``resume_attempts + 1`` in the UPDATE loses no count under concurrency; the job row is
-    # locked before the lease row, the order cancel uses, and a cancel that committed since
-    # the read above leaves nothing to update.
-    lease = None
-    with write_txn():
-        n = (Job.update(resume_attempts=Job.resume_attempts + 1, updated_at=now)
-             .where(Job.id == job.id, Job.status != "cancelled").execute())
-        if n == 1:
-            job, lease = acquire_lease(principal.tenant, job_id, owner, ttl_s, takeover, principal.actor)
+    # An attempt is a resume that took the lease: the lease first (a resume refused with 409
+    # lease_held raises here and counts nothing, so an intruder cannot burn the owner's
+    # max_resume_attempts), then ``resume_attempts + 1`` in its own statement (no lost count
+    # under concurrency). Not one transaction: holding the job row while waiting for the lease
+    # row could deadlock with a claim, which holds both FOR SHARE (see fastpath.guard_txn). A
+    # crash between the two leaves one resume uncounted, never one counted twice; a cancel that
+    # committed in between leaves nothing to update and the resume is refused.
+    job, lease = acquire_lease(principal.tenant, job_id, owner, ttl_s, takeover, principal.actor)
+    n = (Job.update(resume_attempts=Job.resume_attempts + 1, updated_at=now)
+         .where(Job.id == job.id, Job.status != "cancelled").execute())
+    if n != 1:
+        lease = None
     if lease is None:
         raise _cancelled(principal, job)
     job = Job.get_by_id(job.id)
