@@ -10,6 +10,7 @@ connection from the proxy ever reached it.
 """
 import http.server
 import ipaddress
+import itertools
 import logging
 import socket
 import socketserver
@@ -18,7 +19,10 @@ import time
 
 import pytest
 
+from durable_ledger.auth import Principal
 from durable_ledger.config import Config
+from durable_ledger.core import jobs, leases, operations
+from durable_ledger.db import db
 from durable_ledger.proxy import create_proxy_app
 from durable_ledger.proxy import media as M
 from durable_ledger.proxy.errors import MediaFetchFailed
@@ -437,6 +441,7 @@ def proxy_app(tmp_path, monkeypatch):
     monkeypatch.delenv("DURABLE_PROXY_MEDIA_ALLOW_PRIVATE", raising=False)
     wordpress = CountingListener()
     made = []
+    seq = itertools.count()
 
     def make(**config):
         app = create_proxy_app({
@@ -449,9 +454,17 @@ def proxy_app(tmp_path, monkeypatch):
         client = app.test_client()
 
         def post(url):
+            # A write the ledger dispatched (the proxy refuses any other before fetching anything).
+            write = {"url": url, "filename": "x.png"}
+            with db.connection_context():
+                jobs.create_or_get_job("acme", "job-m")
+                token = leases.acquire_lease("acme", "job-m", "w", 600)[1].fencing_token
+                out = operations.begin(Principal("acme", "runner", "t"), "job-m", f"upload_media:{len(made)}-{next(seq)}",
+                                       token, payload=write, target="wordpress:test")
+            assert out["decision"] == "dispatch", out
             return client.post("/v1/sites/test/media", headers={"Authorization": "Bearer runner-token"},
-                               json={"operation_key": "acme:job-m:v1:upload_media:hero", "job_id": "job-m",
-                                     "fencing_token": 1, "url": url, "filename": "x.png"})
+                               json={"operation_key": out["operation"]["operation_key"], "job_id": "job-m",
+                                     "fencing_token": token, **write})
         return app, post
 
     yield make, wordpress
@@ -530,3 +543,14 @@ def test_escape_hatch_is_read_from_the_environment(proxy_app, monkeypatch):
     assert make()[0].config["PROXY_MEDIA_ALLOW_PRIVATE"] is True
     monkeypatch.setenv("DURABLE_PROXY_MEDIA_ALLOW_PRIVATE", "0")
     assert make()[0].config["PROXY_MEDIA_ALLOW_PRIVATE"] is False
+
+
+def test_proxy_fetches_nothing_for_a_write_the_ledger_did_not_dispatch(proxy_app, listener):
+    """Authorization comes before the fetch: an undispatched URL upload cannot even make the proxy connect."""
+    make, wordpress = proxy_app
+    app, _post = make(media_allow_private=True)
+    r = app.test_client().post("/v1/sites/test/media", headers={"Authorization": "Bearer runner-token"}, json={
+        "operation_key": "acme:job-x:v1:upload_media", "job_id": "job-x", "fencing_token": 1,
+        "url": f"http://127.0.0.1:{listener.port}/x.png", "filename": "x.png"})
+    assert (r.status_code, r.get_json()["error"]["code"]) == (403, "write_not_dispatched")
+    assert listener.settle() == 0 and wordpress.settle() == 0
