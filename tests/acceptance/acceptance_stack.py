@@ -35,7 +35,8 @@ if str(REPO / "ledger-service" / "tests") not in sys.path:
 
 from agents_standin import WEBHOOK_SECRET  # noqa: E402
 from durable_ledger.core.dispatch_auth import remote_job_id  # noqa: E402
-from harness import BIN, LedgerServer, ProxyServer, Stack, free_port  # noqa: E402
+from durable_ledger.wordpress_client import WordPressClient  # noqa: E402
+from harness import BIN, TENANT, LedgerServer, ProxyServer, Stack, free_port  # noqa: E402
 from support.netfaults import LossyProxy  # noqa: E402
 
 TENANTS = ("s-client-drop", "s-ledger-restart", "s-many-items", "s-response-lost", "s-two-workers",
@@ -101,6 +102,9 @@ class AcceptanceStack(Stack):
         self.tokens += "," + ",".join(
             f"{t}:{role}:{tok}" + (":test+lossy+revocable" if role == "runner" else "")
             for t, toks in self.tenant_tokens.items() for role, tok in toks.items())
+        # The ledger's reconciler serves every scenario's tenant: its proxy lookups name the tenant
+        # (`?tenant=`), which only an admin token may do.
+        self.tokens = self.tokens.replace(f"{TENANT}:editor:{self.reconciler}", f"{TENANT}:admin:{self.reconciler}")
         self.revocable = None
 
     def start(self):
@@ -153,6 +157,10 @@ class AcceptanceStack(Stack):
         r = requests.delete(self.wp.rest(f"/wp/v2/users/me/application-passwords/{uuid}"), auth=self.wp.auth,
                             timeout=30)
         assert r.status_code == 200, r.text
+
+    def wordpress_client(self):
+        """WordPress itself, with the site's credentials: what only the proxy holds in production."""
+        return WordPressClient(self.wp.url, self.wp.user, self.wp.app_password)
 
     def job_objects(self, job_id, tenant):
         """Every object the durable-ops plugin binds to the job (drafts, published, attachments);

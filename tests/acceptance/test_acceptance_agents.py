@@ -41,7 +41,7 @@ def _stored_items(stack, session_id):
 
 
 def _bound(api, standin, job, session_id, items, owner="app-1", **session):
-    standin.add_session(session_id, items=items, turns=[turn_body(session_id, "turn_1")], **session)
+    standin.add_session(session_id, items=items, turns=[turn_body(session_id, "turn_1")], tenant=api.tenant, **session)
     api.job(job)
     token = api.lease(job, owner)["fencing_token"]
     api.call("PUT", f"/v1/jobs/{q(job)}/session", json={"session_id": session_id}, expect=201)
@@ -116,7 +116,7 @@ def test_acceptance_more_than_100_saved_session_items(stack, standin, uid):
         api.post(f"/v1/operations/{q(key)}/confirm", {"fencing_token": token, "remote_id": f"wp-{i}",
                                                       "receipt": {"call_id": call_id, "output": {"post_id": i}}})
         receipts[call_id] = f"wp-{i}"
-    standin.add_session(sid, items=items, turns=[turn_body(sid, "turn_1")])
+    standin.add_session(sid, items=items, turns=[turn_body(sid, "turn_1")], tenant=api.tenant)
     api.call("PUT", f"/v1/jobs/{q(job)}/session", json={"session_id": sid}, expect=201)
 
     pages_before = standin.requests["GET items"]

@@ -138,7 +138,7 @@ def test_acceptance_ledger_service_restarted(pg_url, standin, tmp_path, uid):
     try:
         api = TenantApi(server.url, TENANT, {"runner": token})
         job, sid = f"restart-{uid}", f"sess_restart_{uid}"
-        standin.add_session(sid, items=[message_item(i) for i in range(5)])
+        standin.add_session(sid, items=[message_item(i) for i in range(5)], tenant=TENANT)
         api.job(job, {"pipeline": "generic"})
         fence = api.lease(job, "n8n-main")["fencing_token"]
         api.call("PUT", f"/v1/jobs/{q(job)}/session", json={"session_id": sid}, expect=201)

@@ -6,6 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import requests
 from acceptance_stack import q, assert_exactly_once
+from durable_ledger.core.dispatch_auth import remote_job_id, remote_key
 from harness import Caller
 
 import caller as steps
@@ -88,13 +89,28 @@ def test_acceptance_two_workers_resume_same_job(stack, uid):
     key = gate["operation"]["operation_key"]
     written = _draft(stack, api, "test", key, job, title, new)
     assert written["outcome"] == "confirmed", written
-    steps.record(stack.ledger_url, api.tokens["runner"], key, new, written)
 
-    # The paused worker wakes up and writes anyway, straight through the proxy with its old token:
-    # WordPress itself refuses it (the plugin's per-job fence), and nothing is written.
-    stale = _draft(stack, api, "test", f"{key}:stale-worker", job, f"{title} (stale)", old)
-    assert stale["outcome"] == "failed", stale
-    assert (stale["http_status"], stale["error"]["code"]) == (409, "durable_stale_fencing_token"), stale
+    # The paused worker wakes up and writes anyway, straight to the proxy with its old token. The
+    # proxy asks the ledger first; no such request reaches WordPress: the new worker's dispatched
+    # (still SENT) write under the old token is a 409, a key the ledger never dispatched a 403...
+    stale = steps.raw_send(stack.proxy_url, api.tokens["runner"], "test", key, job, title, old)
+    assert (stale.status_code, stale.json()["error"]["code"]) == (409, "stale_fencing_token"), stale.text
+    own = steps.raw_send(stack.proxy_url, api.tokens["runner"], "test", f"{key}:stale-worker", job,
+                         f"{title} (stale)", old)
+    assert (own.status_code, own.json()["error"]["code"]) == (403, "write_not_dispatched"), own.text
+    steps.record(stack.ledger_url, api.tokens["runner"], key, new, written)
+    # ...and once it is CONFIRMED, that key authorizes nothing new, whatever the token.
+    for token in (old, new):
+        late = steps.raw_send(stack.proxy_url, api.tokens["runner"], "test", key, job, title, token)
+        assert (late.status_code, late.json()["error"]["code"]) == (403, "write_not_dispatched"), late.text
+    # Behind the proxy, WordPress fences the job too (the durable-ops plugin's per-job high-water
+    # mark, under the tenant-qualified job id): a write that bypassed the proxy is refused as well.
+    bypass = stack.wordpress_client().create_post(
+        {"title": f"{title} (stale)", "content": f"<p>{title}</p>", "status": "draft"},
+        operation_key=remote_key(api.tenant, f"{key}:stale-bypass"), job_id=remote_job_id(api.tenant, job),
+        fencing_token=old)
+    assert bypass.outcome == "failed", (bypass.outcome, bypass.error)
+    assert (bypass.http_status, bypass.error["code"]) == (409, "durable_stale_fencing_token"), bypass.error
     # ...and the ledger refuses its next step as well.
     r = api.call("POST", "/v1/operations/begin", json={"job_id": job, "action": "set_seo", "fencing_token": old,
                                                         "target": "wordpress:test", "payload": {"seo": {"title": "x"}}})
@@ -106,8 +122,9 @@ def test_acceptance_two_workers_resume_same_job(stack, uid):
     m = api.metrics()
     assert m["refusals_by_code"]["stale_fencing_token"] >= 2 and m["unauthorized_side_effects_refused"] >= 2
     assert_exactly_once(m)
-    print(f"\n[acceptance] two workers: tokens old={old} new={new}; ledger 409 stale_fencing_token x2, "
-          f"WordPress 409 durable_stale_fencing_token; posts for {job}: {len(objects)}; metrics {m}")
+    print(f"\n[acceptance] two workers: tokens old={old} new={new}; ledger 409 stale_fencing_token on begin, "
+          f"proxy 409 stale_fencing_token / 403 write_not_dispatched, WordPress 409 durable_stale_fencing_token "
+          f"behind it; posts for {job}: {len(objects)}; metrics {m}")
 
 
 def test_acceptance_credentials_or_approval_revoked(stack, uid):
@@ -117,7 +134,8 @@ def test_acceptance_credentials_or_approval_revoked(stack, uid):
     api.job(job)
     token = api.lease(job, "exec-1")["fencing_token"]
     stack.revoke_app_password(stack.revocable["uuid"])
-    gate = api.begin(job, "create_draft", token, {"title": title}, target="wordpress:revocable")
+    draft = {"title": title, "content": f"<p>{title}</p>"}  # exactly the write _draft sends
+    gate = api.begin(job, "create_draft", token, draft, target="wordpress:revocable")
     assert gate["decision"] == "dispatch"
     key = gate["operation"]["operation_key"]
     answer = _draft(stack, api, "revocable", key, job, title, token)
@@ -130,7 +148,7 @@ def test_acceptance_credentials_or_approval_revoked(stack, uid):
     assert (halted["status"], halted["halt_reason"]) == ("halted", "authorization_revoked")
 
     # Execution stops: the same step, another step, a new lease, a resume: nothing dispatches.
-    again = api.begin(job, "create_draft", token, {"title": title}, target="wordpress:revocable")
+    again = api.begin(job, "create_draft", token, draft, target="wordpress:revocable")
     other = api.begin(job, "upload_media:hero", token, {"file": "hero.png"}, target="wordpress:test")
     assert [(a["decision"], a["reason"]) for a in (again, other)] == [("halt", "authorization_revoked")] * 2
     packet = api.post(f"/v1/jobs/{q(job)}/resume", {"owner": "exec-2", "ttl_s": 600, "takeover": True})

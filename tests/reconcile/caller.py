@@ -41,10 +41,22 @@ def begin(ledger, token, job_id, site, title, fencing_token):
         "payload": {"title": title, "content": f"<p>{title}</p>"}})
 
 
+def draft_body(key, job_id, title, fencing_token):
+    """The draft write; its digest (without operation_key, job_id, fencing_token) is begin's payload."""
+    return {"operation_key": key, "job_id": job_id, "fencing_token": fencing_token,
+            "title": title, "content": f"<p>{title}</p>"}
+
+
 def send(proxy, token, site, key, job_id, title, fencing_token):
-    return _post(f"{proxy}/v1/sites/{quote(site, safe='')}/drafts", token, {
-        "operation_key": key, "job_id": job_id, "fencing_token": fencing_token,
-        "title": title, "content": f"<p>{title}</p>"})
+    return _post(f"{proxy}/v1/sites/{quote(site, safe='')}/drafts", token,
+                 draft_body(key, job_id, title, fencing_token))
+
+
+def raw_send(proxy, token, site, key, job_id, title, fencing_token):
+    """The same write, answered as is (for a test that expects the proxy to refuse it)."""
+    return requests.post(f"{proxy}/v1/sites/{quote(site, safe='')}/drafts",
+                         json=draft_body(key, job_id, title, fencing_token),
+                         headers={"Authorization": f"Bearer {token}"}, timeout=60)
 
 
 def record(ledger, token, key, fencing_token, answer):
