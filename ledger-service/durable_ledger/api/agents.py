@@ -15,7 +15,7 @@ from ..agents.client import get_client
 from ..core.leases import check_fence
 from ..errors import ValidationFailed
 from ..models import Lease
-from .context import principal
+from .context import config, principal
 from .schemas import ArtifactSchema, Strict, load
 
 bp = Blueprint("agents", __name__)
@@ -122,8 +122,15 @@ def openai_webhook():
 @bp.put("/v1/artifacts")
 def put_artifact():
     who = principal().require("runner")
+    cfg = config()
+    # Before the stream is first touched: the body limit for JSON routes is far smaller.
+    request.max_content_length = cfg.max_artifact_bytes
     expected = request.headers.get("X-Content-SHA256") or request.args.get("sha256")
-    sha, size, created = artifacts.put_stream(who.tenant, request.stream, expected)
+    if expected is not None and not artifacts.SHA_RE.match(expected):
+        raise ValidationFailed("X-Content-SHA256 must be 64 lowercase hex digits", {"field": "sha256"})
+    sha, size, created = artifacts.put_stream(who.tenant, request.stream, expected, max_bytes=cfg.max_artifact_bytes,
+                                              quota_bytes=cfg.artifact_quota_bytes,
+                                              announced=request.content_length)
     return jsonify({"sha256": sha, "size": size, "created": created}), 201 if created else 200
 
 
