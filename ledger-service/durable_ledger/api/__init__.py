@@ -8,6 +8,7 @@ from flask import Flask, request
 from ..auth import load_bootstrap_tokens
 from ..config import Config
 from ..db import bind_request_lifecycle, db, init_database
+from ..core.secrets import install_log_redaction
 from ..models import create_schema
 from .jsonout import StrictJSONProvider
 
@@ -21,6 +22,7 @@ def create_app(config=None, init_schema=True):
     # peewee logs every statement with its parameters at DEBUG: receipts, payload summaries and
     # token hashes would reach the log. DURABLE_LOG_LEVEL=DEBUG is for our code, never for SQL.
     logging.getLogger("peewee").setLevel(max(logging.INFO, logging.getLogger().getEffectiveLevel()))
+    install_log_redaction()
     app = Flask(__name__)
     app.json = StrictJSONProvider(app)
     app.config["DURABLE"] = cfg
