@@ -9,6 +9,12 @@ class SessionNotBound(NotFound):
     code = "session_not_bound"
 
 
+class SessionNotFound(NotFound):
+    """The Agents API has no session with this id (binding to it is the caller's mistake)."""
+
+    code = "session_not_found"
+
+
 class SessionConflict(LedgerError):
     """The job is bound to another session, or the session to another job."""
 

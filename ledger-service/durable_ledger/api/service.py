@@ -85,10 +85,13 @@ def register_error_handlers(app):
                                   "details": {}}}), 404
 
     @app.errorhandler(405)
-    def _method(_exc):
-        return jsonify({"error": {"code": "method_not_allowed",
+    def _method(exc):
+        allowed = sorted(getattr(exc, "valid_methods", None) or [])
+        resp = jsonify({"error": {"code": "method_not_allowed",
                                   "message": f"{request.method} is not allowed on {request.path}",
-                                  "details": {}}}), 405
+                                  "details": {"allowed": allowed}}})
+        resp.headers["Allow"] = ", ".join(allowed)
+        return resp, 405
 
     @app.errorhandler(413)
     def _too_large(_exc):
