@@ -18,8 +18,8 @@ from schemathesis.checks import not_a_server_error
 
 from conftest import auth
 
-EXAMPLES = {"sqlite": int(os.environ.get("DURABLE_FUZZ_EXAMPLES", "30")),
-            "postgres": max(1, int(os.environ.get("DURABLE_FUZZ_EXAMPLES", "30")) // 3)}
+EXAMPLES = {"sqlite": int(os.environ.get("DURABLE_FUZZ_EXAMPLES", "60")),
+            "postgres": max(1, int(os.environ.get("DURABLE_FUZZ_EXAMPLES", "60")) // 3)}
 # Objects that exist, so that a third pass reaches past "not found" into the core.
 KNOWN = {"job_id": "j1", "operation_key": "acme:j1:v1:create_draft"}
 
@@ -93,3 +93,27 @@ def test_fuzz_openapi_no_5xx_and_every_4xx_in_the_error_shape(fuzz_app, backend)
             _fuzz(operation, GenerationMode.POSITIVE, EXAMPLES[kind], auth("admin-token"), failures, counter, known)
     print(f"fuzz[{kind}]: {counter[0]} generated requests over {len(operations)} operations")
     assert not failures, "\n\n".join(failures)
+
+
+def test_fuzz_openapi_describes_every_route(app):
+    """The document is the contract: every API route, its body and its error answers."""
+    import re
+
+    spec = app.test_client().get("/openapi.json").get_json()
+    names = {"key": "operation_key"}
+    missing = []
+    for rule in app.url_map.iter_rules():
+        if rule.endpoint == "static" or rule.rule.startswith("/review"):
+            continue
+        path = re.sub(r"<(?:\w+:)?(\w+)>", lambda m: "{" + names.get(m.group(1), m.group(1)) + "}", rule.rule)
+        for method in rule.methods - {"HEAD", "OPTIONS"}:
+            op = spec["paths"].get(path, {}).get(method.lower())
+            if op is None:
+                missing.append(f"{method} {path}")
+                continue
+            assert {"400", "401", "404", "413", "422"} <= set(op["responses"]), (method, path)
+            assert op["responses"]["422"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Error"}
+    assert not missing, missing
+    cancel = spec["paths"]["/v1/jobs/{job_id}/cancel"]["post"]["requestBody"]
+    assert cancel["required"] is False  # every field optional: the body may be left out
+    assert spec["paths"]["/v1/operations/begin"]["post"]["requestBody"]["required"] is True

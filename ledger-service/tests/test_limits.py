@@ -287,3 +287,19 @@ def test_limits_artifact_size_and_tenant_quota(small_app):
     # a JSON route still has the (smaller) body limit
     _err(client.post("/v1/operations/begin", data=b"{" + b" " * 70_000 + b"}",
                      headers={**auth(), "Content-Type": "application/json"}), 413, "payload_too_large")
+
+
+def test_limits_keys_with_slashes_stay_addressable(client, leased):
+    r = client.post("/v1/operations/begin", json=_begin_body(leased, operation_key="upload/hero"), headers=auth())
+    assert r.get_json()["decision"] == "dispatch"
+    assert client.get(op_url("upload/hero"), headers=auth()).status_code == 200
+    assert client.get("/v1/operations/upload/hero", headers=auth()).status_code == 200
+    r = client.post("/v1/operations/upload%2Fhero/confirm", json={"fencing_token": leased, "remote_id": 5},
+                    headers=auth())
+    assert r.get_json()["operation"]["state"] == "CONFIRMED"
+
+
+def test_limits_405_says_which_methods_are_allowed(client):
+    r = client.patch("/v1/operations/begin", json={}, headers=auth())
+    e = _err(r, 405, "method_not_allowed")
+    assert "POST" in r.headers["Allow"] and "POST" in e["details"]["allowed"]
