@@ -303,3 +303,18 @@ def test_limits_405_says_which_methods_are_allowed(client):
     r = client.patch("/v1/operations/begin", json={}, headers=auth())
     e = _err(r, 405, "method_not_allowed")
     assert "POST" in r.headers["Allow"] and "POST" in e["details"]["allowed"]
+
+
+def test_limits_review_page_forms_with_nul_are_refused(app, client, leased):
+    key = _dispatched(client, leased)
+    import re
+
+    page = app.test_client()
+    csrf = re.search(r'name="csrf" value="([^"]+)"', page.get("/review").get_data(as_text=True)).group(1)
+    assert page.post("/review/login", data={"token": "editor-token", "csrf": csrf}).status_code == 302
+    r = page.post(f"/review/item/{quote(key, safe='')}/resolve", data={"decision": "fail", "note": "a\x00b",
+                                                                       "csrf": csrf, "expected_state": "SENT"})
+    _err(r, 422, "invalid_value")
+    assert client.get(op_url(key), headers=auth()).get_json()["operation"]["state"] == "SENT"
+    r = page.post("/review/login", data={"token": "editor\x00", "csrf": "x"})
+    _err(r, 422, "invalid_value")

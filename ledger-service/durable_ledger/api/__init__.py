@@ -54,7 +54,7 @@ def create_app(config=None, init_schema=True):
     from . import limits
 
     app.url_value_preprocessor(lambda _endpoint, values: limits.check_path_args(values))
-    app.before_request(lambda: limits.check_query_args(request.args))
+    app.before_request(lambda: limits.check_request_text(request))
 
     from . import agents, approvals, jobs, operations, review_page, reviews, service
 

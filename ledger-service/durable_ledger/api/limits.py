@@ -152,8 +152,21 @@ def check_path_args(values):
             raise InvalidValue(f"path parameter {name} {problem}", {"parameter": name})
 
 
-def check_query_args(args):
+FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+
+def check_request_text(request):
+    """Query parameters always; form fields (the review page) when the body is a form. Other
+    bodies are left unread here: the artifact route sets its own size limit before its read."""
+    check_query_args(request.args)
+    if request.mimetype in FORM_TYPES:
+        check_query_args(request.form, max_len=20000)
+
+
+def check_query_args(args, max_len=MAX_QUERY_VALUE):
     for name, value in args.items(multi=True):
-        if _BAD_ID_CHARS.search(name) or _BAD_ID_CHARS.search(value) or len(value) > MAX_QUERY_VALUE:
-            raise InvalidValue(f"query parameter {name[:40]!r} has control characters or is too long",
-                               {"parameter": name[:40], "max_length": MAX_QUERY_VALUE})
+        # Form notes may span lines: only NUL and surrogates there; query values are identifiers.
+        bad = _BAD_CHARS if max_len != MAX_QUERY_VALUE else _BAD_ID_CHARS
+        if _BAD_ID_CHARS.search(name) or bad.search(value) or len(value) > max_len:
+            raise InvalidValue(f"parameter {name[:40]!r} has control characters or is too long",
+                               {"parameter": name[:40], "max_length": max_len})
