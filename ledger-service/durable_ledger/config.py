@@ -25,6 +25,13 @@ class Config:
     reconcile_http: str = ""
     reconcile_claim_s: float = 60.0
     secret_key: str = ""
+    # Size limits (bytes). A JSON body is refused whole above max_body_bytes (413); receipts and
+    # error objects, and a checkpoint's body, are measured as canonical JSON (422).
+    max_body_bytes: int = 2 * 1024 * 1024
+    max_receipt_bytes: int = 64 * 1024
+    max_checkpoint_bytes: int = 256 * 1024
+    max_artifact_bytes: int = 32 * 1024 * 1024
+    artifact_quota_bytes: int = 1024 * 1024 * 1024  # per tenant, sum of its distinct artifacts
     extra: dict = field(default_factory=dict)
 
     @classmethod
@@ -49,6 +56,11 @@ class Config:
             reconcile_http=env.get("DURABLE_RECONCILE_HTTP", ""),
             reconcile_claim_s=float(env.get("DURABLE_RECONCILE_CLAIM_S", "60")),
             secret_key=env.get("DURABLE_SECRET_KEY", ""),
+            max_body_bytes=int(env.get("DURABLE_MAX_BODY_BYTES", cls.max_body_bytes)),
+            max_receipt_bytes=int(env.get("DURABLE_MAX_RECEIPT_BYTES", cls.max_receipt_bytes)),
+            max_checkpoint_bytes=int(env.get("DURABLE_MAX_CHECKPOINT_BYTES", cls.max_checkpoint_bytes)),
+            max_artifact_bytes=int(env.get("DURABLE_MAX_ARTIFACT_BYTES", cls.max_artifact_bytes)),
+            artifact_quota_bytes=int(env.get("DURABLE_ARTIFACT_QUOTA_BYTES", cls.artifact_quota_bytes)),
         )
 
     def redacted(self):

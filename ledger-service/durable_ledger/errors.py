@@ -1,7 +1,7 @@
 """Every error the ledger reports. One class per machine-readable code.
 
 Views never build error bodies by hand: they raise one of these and the single handler in
-``durable_ledger.api.errors`` renders ``{"error": {"code", "message", "details"}}``.
+``durable_ledger.api.service`` renders ``{"error": {"code", "message", "details"}}``.
 """
 
 
@@ -24,6 +24,18 @@ class MalformedJson(LedgerError):
     """The request body is not a JSON object."""
 
     code, http_status = "malformed_json", 400
+
+
+class PayloadTooLarge(LedgerError):
+    """The request body (or an uploaded artifact) is larger than the configured limit."""
+
+    code, http_status = "payload_too_large", 413
+
+
+class ArtifactQuotaExceeded(LedgerError):
+    """Storing this artifact would take the tenant past its artifact storage quota."""
+
+    code, http_status = "artifact_quota_exceeded", 413
 
 
 class Unauthorized(LedgerError):
@@ -102,6 +114,12 @@ class ValidationFailed(LedgerError):
     """The body is JSON but its fields are wrong."""
 
     code, http_status = "validation_error", 422
+
+
+class InvalidValue(LedgerError):
+    """A value no column or client can hold: NUL, lone surrogate, non-finite or out-of-range number."""
+
+    code, http_status = "invalid_value", 422
 
 
 class DigestMismatch(LedgerError):

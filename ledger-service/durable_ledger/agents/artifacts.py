@@ -4,6 +4,12 @@
 file in the same directory while it is hashed, then renamed into place, so a reader never sees
 a half-written artifact and two writers of the same content converge on one file. Rows in the
 ledger say which tenant stored which digest; reads are tenant-scoped.
+
+Uploads over HTTP are bounded twice: one blob by ``max_bytes`` (counted while streaming, so a
+chunked upload without Content-Length is cut off too) and a tenant's distinct blobs together by
+``quota_bytes``. The quota is read before the upload and again before the rename; two uploads of
+one tenant racing between those reads can both pass, so the quota can be exceeded by at most
+(concurrent uploads - 1) x max_bytes. Content the tenant already stored costs nothing.
 """
 
 import hashlib
@@ -14,7 +20,9 @@ import time
 from pathlib import Path
 
 from ..config import default_data_dir
-from ..errors import DigestMismatch, ValidationFailed
+from peewee import fn
+
+from ..errors import ArtifactQuotaExceeded, DigestMismatch, PayloadTooLarge, ValidationFailed
 from .errors import ArtifactNotFound
 from .models import Artifact
 
@@ -35,9 +43,34 @@ def blob_path(sha256, root=None):
     return (root or artifact_dir()) / sha256[:2] / sha256
 
 
-def put_stream(tenant, stream, expected_sha256=None, root=None):
-    """Store the bytes read from ``stream``. Returns (sha256, size, created)."""
+def tenant_usage(tenant):
+    return Artifact.select(fn.COALESCE(fn.SUM(Artifact.size), 0)).where(Artifact.tenant == tenant).scalar() or 0
+
+
+def _check_quota(tenant, sha, size, quota_bytes):
+    if quota_bytes is None or (sha is not None and has_artifact(tenant, sha)):
+        return
+    used = tenant_usage(tenant)
+    if used + size > quota_bytes:
+        raise ArtifactQuotaExceeded(f"storing {size} more bytes would pass the tenant's artifact quota",
+                                    {"quota_bytes": quota_bytes, "used_bytes": used, "size": size})
+
+
+def _too_large(max_bytes):
+    return PayloadTooLarge(f"the artifact is larger than {max_bytes} bytes", {"max_bytes": max_bytes})
+
+
+def put_stream(tenant, stream, expected_sha256=None, root=None, max_bytes=None, quota_bytes=None, announced=None):
+    """Store the bytes read from ``stream``. Returns (sha256, size, created).
+
+    ``announced``: the Content-Length, if any, so an over-large or over-quota upload is refused
+    before a byte is read."""
     root = root or artifact_dir()
+    if announced is not None:
+        if max_bytes is not None and announced > max_bytes:
+            raise _too_large(max_bytes)
+        if expected_sha256:  # otherwise only the bytes tell whether the tenant has them already
+            _check_quota(tenant, expected_sha256, announced, quota_bytes)
     digest, size = hashlib.sha256(), 0
     fd, tmp = tempfile.mkstemp(dir=root, prefix=".incoming-")
     try:
@@ -48,6 +81,8 @@ def put_stream(tenant, stream, expected_sha256=None, root=None):
                     break
                 digest.update(chunk)
                 size += len(chunk)
+                if max_bytes is not None and size > max_bytes:
+                    raise _too_large(max_bytes)
                 out.write(chunk)
             out.flush()
             os.fsync(out.fileno())
@@ -55,6 +90,7 @@ def put_stream(tenant, stream, expected_sha256=None, root=None):
         if expected_sha256 and expected_sha256 != sha:
             raise DigestMismatch("the uploaded bytes do not match the announced sha256",
                                  {"announced": expected_sha256, "actual": sha})
+        _check_quota(tenant, sha, size, quota_bytes)
         final = blob_path(sha, root)
         final.parent.mkdir(exist_ok=True)
         os.replace(tmp, final)

@@ -3,12 +3,14 @@
 import logging
 import os
 
-from flask import Flask
+from flask import Flask, request
 
 from ..auth import load_bootstrap_tokens
 from ..config import Config
 from ..db import bind_request_lifecycle, db, init_database
+from ..core.secrets import install_log_redaction
 from ..models import create_schema
+from .jsonout import StrictJSONProvider
 
 log = logging.getLogger("durable_ledger")
 
@@ -17,9 +19,21 @@ def create_app(config=None, init_schema=True):
     """Defaults, then the environment, then ``config`` (tests pass a Config)."""
     cfg = config or Config.from_env()
     logging.basicConfig(level=cfg.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    # peewee logs every statement with its parameters at DEBUG: receipts, payload summaries and
+    # token hashes would reach the log. DURABLE_LOG_LEVEL=DEBUG is for our code, never for SQL.
+    logging.getLogger("peewee").setLevel(max(logging.INFO, logging.getLogger().getEffectiveLevel()))
+    install_log_redaction()
     app = Flask(__name__)
+    app.json = StrictJSONProvider(app)
     app.config["DURABLE"] = cfg
+    app.config["MAX_CONTENT_LENGTH"] = cfg.max_body_bytes
     app.json.sort_keys = False
+    # A percent-encoded slash arrives decoded: /v1/operations/%2Fvictim/confirm is the path
+    # /v1/operations//victim/confirm. With slash merging on, Werkzeug answers 308 to
+    # /v1/operations/victim/confirm and a client that follows redirects (n8n does) confirms
+    # another operation. Routing never rewrites a path: it matches as sent, or 404.
+    app.url_map.merge_slashes = False
+    app.url_map.strict_slashes = False
     init_database(cfg.database_url)
     if init_schema:
         create_schema()
@@ -37,6 +51,10 @@ def create_app(config=None, init_schema=True):
                       SESSION_COOKIE_SECURE=os.environ.get("DURABLE_COOKIE_SECURE") == "1")
 
     bind_request_lifecycle(app)
+    from . import limits
+
+    app.url_value_preprocessor(lambda _endpoint, values: limits.check_path_args(values))
+    app.before_request(lambda: limits.check_request_text(request))
 
     from . import agents, approvals, jobs, operations, review_page, reviews, service
 

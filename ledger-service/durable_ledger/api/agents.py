@@ -12,11 +12,15 @@ from marshmallow import fields, validate
 from ..agents import actions as agent_actions
 from ..agents import artifacts, followup, sessions, stream, sync, webhooks
 from ..agents.client import get_client
+from ..agents.errors import AgentsApiError, SessionNotFound
 from ..core.leases import check_fence
 from ..errors import ValidationFailed
 from ..models import Lease
-from .context import principal
-from .schemas import ArtifactSchema, Strict, load
+from .context import config, principal
+from .limits import id_problem
+from .schemas import Strict, _identifier, _int32, load
+
+_idempotency_key = _identifier(200)
 
 bp = Blueprint("agents", __name__)
 
@@ -25,24 +29,38 @@ class BindSchema(Strict):
     session_id = fields.String(required=True, validate=validate.Length(min=1, max=255))
 
 
+class ExpectedArtifactSchema(Strict):
+    role = fields.String(required=True, validate=validate.Length(min=1, max=255))
+    sha256 = fields.String(required=True, validate=validate.Regexp(r"^[0-9a-f]{64}$", error="sha256 must be 64 hex digits"))
+    uri = fields.String(validate=validate.Length(min=1, max=2048))
+
+
 class SyncSchema(Strict):
-    fencing_token = fields.Integer(load_default=None, allow_none=True, strict=True)
+    fencing_token = fields.Integer(load_default=None, allow_none=True, strict=True, validate=_int32())
     answer_actions = fields.Boolean(load_default=False)
     rebuild_stream = fields.Boolean(load_default=False)
-    expected_artifacts = fields.List(fields.Nested(ArtifactSchema(partial=("uri",))), load_default=list)
+    expected_artifacts = fields.List(fields.Nested(ExpectedArtifactSchema), load_default=list,
+                                     validate=validate.Length(max=1000))
 
 
 class FollowUpSchema(Strict):
     message = fields.String(required=True, validate=validate.Length(min=1, max=20000))
-    fencing_token = fields.Integer(required=True, strict=True)
-    idempotency_key = fields.String(load_default=None, allow_none=True, validate=validate.Length(min=1, max=200))
+    fencing_token = fields.Integer(required=True, strict=True, validate=_int32())
+    idempotency_key = fields.String(load_default=None, allow_none=True, validate=_idempotency_key)
 
 
 @bp.put("/v1/jobs/<job_id>/session")
 def bind(job_id):
     who = principal().require("runner")
     body = load(BindSchema, request)
-    binding, created = sessions.bind_session(get_client(), who.tenant, job_id, body["session_id"], who.actor)
+    try:
+        binding, created = sessions.bind_session(get_client(), who.tenant, job_id, body["session_id"], who.actor)
+    except AgentsApiError as exc:
+        # The remote's 404 for the named session is the caller's wrong id, not a bad gateway.
+        if exc.details.get("status") == 404:
+            raise SessionNotFound(f"the Agents API has no session '{body['session_id']}'",
+                                  {"session_id": body["session_id"]}) from exc
+        raise
     return jsonify(sessions.binding_dict(binding, job_id)), 201 if created else 200
 
 
@@ -89,6 +107,8 @@ def follow_up(job_id):
     who = principal().require("runner")
     body = load(FollowUpSchema, request)
     key = request.headers.get("Idempotency-Key") or body["idempotency_key"]
+    if key is not None and id_problem(key, 200):
+        raise ValidationFailed(f"Idempotency-Key {id_problem(key, 200)}", {"field": "Idempotency-Key"})
     job, binding = sessions.get_binding(who.tenant, job_id)
     row, sent_now = followup.send_follow_up(get_client(), job, binding, body["message"], body["fencing_token"], key)
     return jsonify({"idempotency_key": row.idempotency_key, "state": row.state, "sent_now": sent_now,
@@ -122,8 +142,15 @@ def openai_webhook():
 @bp.put("/v1/artifacts")
 def put_artifact():
     who = principal().require("runner")
+    cfg = config()
+    # Before the stream is first touched: the body limit for JSON routes is far smaller.
+    request.max_content_length = cfg.max_artifact_bytes
     expected = request.headers.get("X-Content-SHA256") or request.args.get("sha256")
-    sha, size, created = artifacts.put_stream(who.tenant, request.stream, expected)
+    if expected is not None and not artifacts.SHA_RE.match(expected):
+        raise ValidationFailed("X-Content-SHA256 must be 64 lowercase hex digits", {"field": "sha256"})
+    sha, size, created = artifacts.put_stream(who.tenant, request.stream, expected, max_bytes=cfg.max_artifact_bytes,
+                                              quota_bytes=cfg.artifact_quota_bytes,
+                                              announced=request.content_length)
     return jsonify({"sha256": sha, "size": size, "created": created}), 201 if created else 200
 
 

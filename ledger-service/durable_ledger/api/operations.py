@@ -4,7 +4,7 @@ from flask import Blueprint, jsonify, request
 
 from ..core import operations as ops
 from ..core.render import event_dict, operation_dict
-from ..errors import LedgerError
+from ..errors import InvalidValue, LedgerError
 from . import schemas
 from .context import config, principal
 
@@ -41,11 +41,16 @@ def batch():
     # measured and gained nothing (the batch is CPU-bound, not commit-bound) while it would hold
     # lease locks, and on SQLite the database-wide write lock, across reconciler calls.
     for item in body["confirm"]:
-        out["confirm"].append(_item(lambda: {"operation": operation_dict(ops.confirm(
-            who, item["operation_key"], item["fencing_token"], item["remote_id"], item["receipt"], item["cost"]))}))
+        out["confirm"].append(_item(lambda: _batch_confirm(who, item)))
     for item in body["begin"]:
         out["begin"].append(_item(lambda: _begin(who, item)))
     return jsonify(out)
+
+
+def _batch_confirm(who, item):
+    _check_cost(who, item["operation_key"], item["cost"])
+    return {"operation": operation_dict(ops.confirm(who, item["operation_key"], item["fencing_token"],
+                                                    item["remote_id"], item["receipt"], item["cost"]))}
 
 
 def _item(work):
@@ -58,6 +63,21 @@ def _item(work):
         return slot
 
 
+def _check_cost(who, key, cost):
+    """Refuse a confirm whose cost would take the job's total past MAX_JOB_COST.
+
+    Read-then-add, so two concurrent confirms can both pass the check: the window lets the
+    total exceed the cap by at most one MAX_COST_PER_CALL per concurrent confirm, which keeps
+    it finite (the point: an Infinity total made every read of the job invalid JSON).
+    """
+    if not cost:
+        return
+    job = ops.get_operation(who.tenant, key).job
+    if job.cost + cost > schemas.MAX_JOB_COST:
+        raise InvalidValue(f"the job's cost total would pass {schemas.MAX_JOB_COST:g}",
+                           {"field": "cost", "job_cost": job.cost, "max_total": schemas.MAX_JOB_COST})
+
+
 def _op(op):
     return jsonify({"operation": operation_dict(op)})
 
@@ -66,6 +86,7 @@ def _op(op):
 def confirm(key):
     who = principal().require("runner")
     b = schemas.load(schemas.ConfirmSchema, request)
+    _check_cost(who, key, b["cost"])
     return _op(ops.confirm(who, key, b["fencing_token"], b["remote_id"], b["receipt"], b["cost"]))
 
 
@@ -87,6 +108,7 @@ def unknown(key):
 def outcome(key):
     who = principal().require("runner")
     b = schemas.load(schemas.OutcomeSchema, request)
+    _check_cost(who, key, b["cost"])
     kind, op = ops.record_outcome(who, key, **b)
     return jsonify({"classification": kind, "operation": operation_dict(op)})
 

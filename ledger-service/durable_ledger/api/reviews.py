@@ -7,6 +7,7 @@ from ..core import operations as ops
 from ..core import reviews
 from ..core.reconciliation import reconcile_operation
 from ..core.render import operation_dict
+from ..core.secrets import redact
 from . import schemas
 from .context import config, principal
 
@@ -46,4 +47,4 @@ def reconcile(key):
     op = ops.get_operation(who.tenant, key)
     outcome, verdict, after = reconcile_operation(op, who.actor, config().reconcile_claim_s, escalate=True)
     return jsonify({"outcome": outcome, "verdict": verdict, "operation": operation_dict(after),
-                    "evidence": after.evidence})
+                    "evidence": redact(after.evidence)})

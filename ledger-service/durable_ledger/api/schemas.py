@@ -1,27 +1,87 @@
-"""Request validation (marshmallow). Unknown fields are refused so typos surface as 422."""
+"""Request validation (marshmallow). Unknown fields are refused so typos surface as 422.
 
+Value limits match the columns on both backends (PostgreSQL ``integer`` is 32-bit, strings are
+``varchar(n)``); the limits every body shares (depth, NUL, surrogates, non-finite numbers) are
+applied while parsing, in ``limits.parse_json``.
+"""
+
+import time
+from datetime import datetime, timezone
+
+from flask import current_app
 from marshmallow import RAISE, Schema, ValidationError, fields, validate
 
+from ..core.digest import canonical_json
 from ..errors import MalformedJson, ValidationFailed
+from . import limits
 
 _key = validate.Length(min=1, max=255)
+MAX_COST_PER_CALL = 1e12  # one confirm's cost
+MAX_JOB_COST = 1e15  # a job's running total (checked by the confirm routes before adding)
+MAX_APPROVAL_HORIZON_S = 100 * 365 * 86400
+
+
+def _int32(min=limits.INT32_MIN, max=limits.INT32_MAX):
+    return validate.Range(min=min, max=max)
+
+
+def _identifier(max_len=255, slashes=True):
+    def check(value):
+        problem = limits.id_problem(value, max_len, slashes)
+        if problem:
+            raise ValidationError(problem)
+    return check
+
+
+_job_id = _identifier(255, slashes=False)
+_action = _identifier(255)
+_operation_key = _identifier(512)
+
+
+def _expiry(value):
+    try:
+        ts = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except (AttributeError, ValueError) as exc:
+        raise ValidationError("must be an ISO 8601 timestamp") from exc
+    if ts.tzinfo is None:
+        ts = ts.replace(tzinfo=timezone.utc)
+    # A date near year 9999 in a far-west offset is year 10000 in UTC: the row would be stored
+    # but could never be rendered back (datetime.fromtimestamp overflows), so cap well before.
+    if ts.timestamp() > time.time() + MAX_APPROVAL_HORIZON_S:
+        raise ValidationError("must be at most 100 years from now")
+
+
+class RemoteId(fields.Raw):
+    """The remote object's id: a string or an integer that fits the 255-character column."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            raise ValidationError("must be a string or an integer")
+        if len(str(value)) > 255:
+            raise ValidationError("must be at most 255 characters")
+        return value
 
 
 class Strict(Schema):
     class Meta:
         unknown = RAISE
 
+    # field -> Config attribute with its size limit in bytes of canonical JSON ("*": the whole body)
+    sized = {}
+
 
 class BudgetsSchema(Strict):
-    deadline_s = fields.Float(validate=validate.Range(min=0))
-    max_cost = fields.Float(validate=validate.Range(min=0))
-    max_tool_calls = fields.Integer(validate=validate.Range(min=0))
-    max_resume_attempts = fields.Integer(validate=validate.Range(min=0))
+    deadline_s = fields.Float(validate=validate.Range(min=0, max=10 * 365 * 86400))
+    max_cost = fields.Float(validate=validate.Range(min=0, max=MAX_JOB_COST))
+    max_tool_calls = fields.Integer(validate=_int32(min=0))
+    max_resume_attempts = fields.Integer(validate=_int32(min=0))
     max_attempts = fields.Integer(validate=validate.Range(min=1, max=100))
 
 
 class JobPutSchema(Strict):
-    task_version = fields.Integer(load_default=1, validate=validate.Range(min=1))
+    task_version = fields.Integer(load_default=1, validate=_int32(min=1))
     pipeline = fields.String(load_default="generic", validate=validate.Length(min=1, max=64))
     phases = fields.List(fields.String(validate=validate.Length(min=1, max=64)), load_default=None,
                          validate=validate.Length(min=1, max=100))
@@ -31,7 +91,7 @@ class JobPutSchema(Strict):
 
 
 class TokenSchema(Strict):
-    fencing_token = fields.Integer(required=True, strict=True)
+    fencing_token = fields.Integer(required=True, strict=True, validate=_int32())
 
 
 class LeaseSchema(Strict):
@@ -42,32 +102,34 @@ class LeaseSchema(Strict):
 
 class LeaseRenewSchema(Strict):
     owner = fields.String(required=True, validate=_key)
-    fencing_token = fields.Integer(required=True, strict=True)
+    fencing_token = fields.Integer(required=True, strict=True, validate=_int32())
     ttl_s = fields.Integer(load_default=None, validate=validate.Range(min=1, max=86400))
 
 
 class LeaseReleaseSchema(Strict):
     owner = fields.String(required=True, validate=_key)
-    fencing_token = fields.Integer(required=True, strict=True)
+    fencing_token = fields.Integer(required=True, strict=True, validate=_int32())
 
 
 class BeginSchema(Strict):
-    job_id = fields.String(required=True, validate=_key)
-    action = fields.String(required=True, validate=_key)
+    job_id = fields.String(required=True, validate=_job_id)
+    action = fields.String(required=True, validate=_action)
     payload = fields.Raw(allow_none=True)
     request_hash = fields.String(validate=validate.Regexp(r"^[0-9a-f]{64}$"))
-    fencing_token = fields.Integer(required=True, strict=True)
-    operation_key = fields.String(load_default=None, allow_none=True, validate=validate.Length(min=1, max=512))
+    fencing_token = fields.Integer(required=True, strict=True, validate=_int32())
+    operation_key = fields.String(load_default=None, allow_none=True, validate=_operation_key)
     target = fields.String(load_default=None, allow_none=True, validate=_key)
     requires_approval = fields.Boolean(load_default=False)
 
 
 class BatchConfirmSchema(Strict):
-    operation_key = fields.String(required=True, validate=validate.Length(min=1, max=512))
-    fencing_token = fields.Integer(required=True, strict=True)
-    remote_id = fields.Raw(required=True)
+    sized = {"receipt": "max_receipt_bytes"}
+
+    operation_key = fields.String(required=True, validate=_operation_key)
+    fencing_token = fields.Integer(required=True, strict=True, validate=_int32())
+    remote_id = RemoteId(required=True)
     receipt = fields.Dict(load_default=dict)
-    cost = fields.Float(load_default=None, allow_none=True, validate=validate.Range(min=0))
+    cost = fields.Float(load_default=None, allow_none=True, validate=validate.Range(min=0, max=MAX_COST_PER_CALL))
 
 
 class BatchSchema(Strict):
@@ -76,32 +138,40 @@ class BatchSchema(Strict):
 
 
 class ConfirmSchema(Strict):
-    fencing_token = fields.Integer(required=True, strict=True)
-    remote_id = fields.Raw(required=True)
+    sized = {"receipt": "max_receipt_bytes"}
+
+    fencing_token = fields.Integer(required=True, strict=True, validate=_int32())
+    remote_id = RemoteId(required=True)
     receipt = fields.Dict(load_default=dict)
-    cost = fields.Float(load_default=None, allow_none=True, validate=validate.Range(min=0))
+    cost = fields.Float(load_default=None, allow_none=True, validate=validate.Range(min=0, max=MAX_COST_PER_CALL))
 
 
 class FailSchema(Strict):
-    fencing_token = fields.Integer(required=True, strict=True)
+    sized = {"error": "max_receipt_bytes"}
+
+    fencing_token = fields.Integer(required=True, strict=True, validate=_int32())
     retryable = fields.Boolean(load_default=True)
     error = fields.Dict(load_default=dict)
 
 
 class UnknownSchema(Strict):
-    fencing_token = fields.Integer(required=True, strict=True)
+    sized = {"error": "max_receipt_bytes"}
+
+    fencing_token = fields.Integer(required=True, strict=True, validate=_int32())
     error = fields.Dict(load_default=dict)
 
 
 class OutcomeSchema(Strict):
-    fencing_token = fields.Integer(required=True, strict=True)
+    sized = {"receipt": "max_receipt_bytes", "error": "max_receipt_bytes"}
+
+    fencing_token = fields.Integer(required=True, strict=True, validate=_int32())
     http_status = fields.Integer(load_default=None, allow_none=True, validate=validate.Range(min=100, max=599))
     error_kind = fields.String(load_default=None, allow_none=True,
                                validate=validate.OneOf(["timeout", "connection_reset", "connection_refused", "dns"]))
-    remote_id = fields.Raw(load_default=None, allow_none=True)
+    remote_id = RemoteId(load_default=None, allow_none=True)
     receipt = fields.Dict(load_default=dict)
     error = fields.Dict(load_default=dict)
-    cost = fields.Float(load_default=None, allow_none=True, validate=validate.Range(min=0))
+    cost = fields.Float(load_default=None, allow_none=True, validate=validate.Range(min=0, max=MAX_COST_PER_CALL))
 
 
 class ArtifactSchema(Strict):
@@ -111,22 +181,25 @@ class ArtifactSchema(Strict):
 
 
 class CheckpointSchema(Strict):
-    fencing_token = fields.Integer(required=True, strict=True)
+    sized = {"*": "max_checkpoint_bytes"}
+
+    fencing_token = fields.Integer(required=True, strict=True, validate=_int32())
     phase = fields.String(required=True, validate=validate.Length(min=1, max=64))
-    task_version = fields.Integer(validate=validate.Range(min=1))
-    artifacts = fields.List(fields.Nested(ArtifactSchema), load_default=list)
+    task_version = fields.Integer(validate=_int32(min=1))
+    artifacts = fields.List(fields.Nested(ArtifactSchema), load_default=list, validate=validate.Length(max=1000))
     remote = fields.Dict(load_default=dict)
-    next_allowed_actions = fields.List(fields.String(), load_default=list)
-    approval_status = fields.String(load_default=None, allow_none=True)
+    next_allowed_actions = fields.List(fields.String(validate=_key), load_default=list,
+                                       validate=validate.Length(max=1000))
+    approval_status = fields.String(load_default=None, allow_none=True, validate=validate.Length(max=64))
 
 
 class ApprovalSchema(Strict):
-    job_id = fields.String(required=True, validate=_key)
-    task_version = fields.Integer(required=True, validate=validate.Range(min=1))
-    action = fields.String(required=True, validate=_key)
+    job_id = fields.String(required=True, validate=_job_id)
+    task_version = fields.Integer(required=True, validate=_int32(min=1))
+    action = fields.String(required=True, validate=_action)
     content_digest = fields.String(required=True, validate=validate.Regexp(r"^[0-9a-f]{64}$"))
     target = fields.String(required=True, validate=_key)
-    expires_at = fields.String(required=True)
+    expires_at = fields.String(required=True, validate=_expiry)
     note = fields.String(load_default=None, allow_none=True, validate=validate.Length(max=2000))
 
 
@@ -142,14 +215,14 @@ class ReauthorizeSchema(Strict):
 class CurrentArtifactSchema(Strict):
     role = fields.String(required=True, validate=_key)
     sha256 = fields.String(required=True, validate=validate.Regexp(r"^[0-9a-f]{64}$"))
-    uri = fields.String(load_default=None, allow_none=True)
+    uri = fields.String(load_default=None, allow_none=True, validate=validate.Length(max=2048))
 
 
 class ResumeSchema(Strict):
     owner = fields.String(required=True, validate=_key)
     ttl_s = fields.Integer(load_default=None, validate=validate.Range(min=1, max=86400))
     takeover = fields.Boolean(load_default=False)
-    artifacts = fields.List(fields.Nested(CurrentArtifactSchema), load_default=list)
+    artifacts = fields.List(fields.Nested(CurrentArtifactSchema), load_default=list, validate=validate.Length(max=1000))
     policy_hash = fields.String(load_default=None, allow_none=True, validate=validate.Length(max=128))
 
 
@@ -166,16 +239,29 @@ def _instance(schema_cls):
 
 
 def load(schema_cls, request):
-    """Parse the request body with ``schema_cls``: 400 for non-JSON, 422 for bad fields."""
-    data = request.get_json(silent=True)
-    if data is None:
-        raw = request.get_data(cache=True)
-        if raw.strip():
-            raise MalformedJson("request body is not valid JSON", {})
-        data = {}
+    """Parse the request body with ``schema_cls``: 400 for non-JSON, 413 past the body limit
+    (raised by the read itself), 422 for bad values or fields."""
+    raw = request.get_data(cache=True)
+    data = limits.parse_json(raw) if raw.strip() else {}
     if not isinstance(data, dict):
         raise MalformedJson("request body must be a JSON object", {})
     try:
-        return _instance(schema_cls).load(data)
+        body = _instance(schema_cls).load(data)
     except ValidationError as exc:
         raise ValidationFailed("request validation failed", {"fields": exc.messages}) from exc
+    _check_sizes(schema_cls, body)
+    if schema_cls is BatchSchema:
+        for item in body["confirm"]:
+            _check_sizes(BatchConfirmSchema, item)
+    return body
+
+
+def _check_sizes(schema_cls, body):
+    cfg = current_app.config["DURABLE"]
+    for name, attr in schema_cls.sized.items():
+        limit = getattr(cfg, attr)
+        value = body if name == "*" else body.get(name)
+        if value is not None and len(canonical_json(value)) > limit:
+            field = "body" if name == "*" else name
+            raise ValidationFailed(f"{field} is larger than {limit} bytes of JSON",
+                                   {"fields": {field: [f"at most {limit} bytes of JSON"]}, "max_bytes": limit})

@@ -1,17 +1,21 @@
 """Health, metrics and the OpenAPI document."""
 
+import logging
 import time
 
 from flask import Blueprint, Response, g, jsonify, request
+from peewee import DataError
 
 from .. import __version__
 from ..auth import authenticate, bearer_from_header
 from ..core.audit import record_refusal
 from ..db import db
-from ..errors import LedgerError
+from ..errors import InvalidValue, LedgerError, PayloadTooLarge
 from ..models import Job, Operation
 from .context import config
 from .openapi import spec_dict
+
+log = logging.getLogger("durable_ledger")
 
 bp = Blueprint("service", __name__)
 # Refusals that the acceptance counters report (unauthorized side effects, bad checkpoints).
@@ -81,10 +85,28 @@ def register_error_handlers(app):
                                   "details": {}}}), 404
 
     @app.errorhandler(405)
-    def _method(_exc):
-        return jsonify({"error": {"code": "method_not_allowed",
+    def _method(exc):
+        allowed = sorted(getattr(exc, "valid_methods", None) or [])
+        resp = jsonify({"error": {"code": "method_not_allowed",
                                   "message": f"{request.method} is not allowed on {request.path}",
-                                  "details": {}}}), 405
+                                  "details": {"allowed": allowed}}})
+        resp.headers["Allow"] = ", ".join(allowed)
+        return resp, 405
+
+    @app.errorhandler(413)
+    def _too_large(_exc):
+        limit = request.max_content_length
+        return jsonify(PayloadTooLarge(f"the request body is larger than {limit} bytes",
+                                       {"max_bytes": limit}).to_dict()), 413
+
+    @app.errorhandler(DataError)
+    def _data_error(exc):
+        # The schemas and limits.parse_json keep bad values out; this is the backstop for one
+        # they miss (a column limit nobody mirrored): the caller's value, so 422, never a 500.
+        # The driver's message can quote the value, so only its class goes to the caller.
+        log.warning("database refused a value on %s %s: %s", request.method, request.path, type(exc).__name__)
+        return jsonify(InvalidValue("a value does not fit the database column it is stored in",
+                                    {"driver_error": type(exc).__name__}).to_dict()), 422
 
     @app.errorhandler(500)
     def _internal(_exc):

@@ -1,7 +1,14 @@
-"""Plain-dict views of rows, shared by the HTTP API, the CLI and reports."""
+"""Plain-dict views of rows, shared by the HTTP API, the CLI and reports.
+
+Everything a caller stored as evidence (receipts, errors, event details, checkpoints) is shown
+through ``redact``: checkpoints refuse credentials on write, but receipts and errors are the
+remote's words (a 401 body quoting ``Authorization: Bearer ...``) and are kept as sent.
+"""
 
 import time
 from datetime import datetime, timezone
+
+from .secrets import redact
 
 
 def iso(ts):
@@ -44,7 +51,7 @@ def job_dict(job, lease=None):
         "policy_hash": job.policy_hash,
         "fencing_token": lease.fencing_token if lease else 0,
         "lease": lease_dict(lease),
-        "checkpoint": job.checkpoint,
+        "checkpoint": redact(job.checkpoint),
         "created_at": iso(job.created_at),
         "updated_at": iso(job.updated_at),
     }
@@ -65,8 +72,8 @@ def operation_dict(op, job_id=None):
         "target": op.target,
         "requires_approval": op.requires_approval,
         "remote_id": op.remote_id,
-        "receipt": op.receipt,
-        "last_error": op.last_error,
+        "receipt": redact(op.receipt),
+        "last_error": redact(op.last_error),
         "created_at": iso(op.created_at),
         "updated_at": iso(op.updated_at),
     }
@@ -78,13 +85,13 @@ def event_dict(ev):
         "to_state": ev.to_state,
         "actor": ev.actor,
         "fencing_token": ev.fencing_token,
-        "detail": ev.detail,
+        "detail": redact(ev.detail),
         "at": iso(ev.created_at),
     }
 
 
 def checkpoint_dict(cp):
-    body = dict(cp.body)
+    body = redact(dict(cp.body))
     body.update({"seq": cp.seq, "phase": cp.phase, "task_version": cp.task_version,
                  "fencing_token": cp.fencing_token, "actor": cp.actor, "created_at": iso(cp.created_at)})
     return body

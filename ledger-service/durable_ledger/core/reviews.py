@@ -17,12 +17,14 @@ from . import states as S
 from .audit import audit
 from .operations import get_operation
 from .render import iso
+from .secrets import redact
 
 QUEUE_STATES = (S.UNKNOWN, S.NEEDS_REVIEW)
 
 
 def _item(op, job_id):
-    evidence = op.evidence or {}
+    """What an editor sees; stored evidence goes through ``redact`` (see core/render.py)."""
+    evidence = redact(op.evidence or {})
     return {
         "operation_key": op.operation_key,
         "job_id": job_id,
@@ -30,10 +32,10 @@ def _item(op, job_id):
         "action": op.action,
         "target": op.target,
         "state": op.state,
-        "request_summary": op.request_summary,
+        "request_summary": redact(op.request_summary),
         "request_hash": op.request_hash,
         "attempt": op.attempt,
-        "last_error": op.last_error,
+        "last_error": redact(op.last_error),
         "reconcile_attempts": op.reconcile_attempts,
         "evidence": {k: v for k, v in evidence.items() if k != "candidates"},
         "candidates": evidence.get("candidates") or [],
@@ -52,7 +54,7 @@ def review_queue(tenant, job_id=None, limit=200):
 def review_item(tenant, key):
     op = get_operation(tenant, key)
     item = _item(op, op.job.job_id)
-    item["events"] = [{"from": e.from_state, "to": e.to_state, "actor": e.actor, "detail": e.detail,
+    item["events"] = [{"from": e.from_state, "to": e.to_state, "actor": e.actor, "detail": redact(e.detail),
                        "at": iso(e.created_at)}
                       for e in OperationEvent.select().where(OperationEvent.operation == op.id).order_by(OperationEvent.id)]
     return item

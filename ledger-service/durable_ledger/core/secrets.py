@@ -2,57 +2,174 @@
 
 Checkpoints end up in reports, agent prompts (the recovery packet) and review pages; a
 credential written there leaks to everyone who can read a job. We refuse rather than redact
-on write, so the caller learns about it, and redact on read paths that summarise requests.
+on write, so the caller learns about it (``find_secrets``), and redact on every read path that
+shows stored evidence, and in log records (``redact``, ``redact_text``).
+
+Two kinds of evidence: key names (normalised, so ``accessToken``, ``access-token`` and
+``ACCESS_TOKEN`` are one name) and values matching a known credential format. Dict keys are
+values too: ``{"sk_live_...": 1}`` leaks as well as ``{"k": "sk_live_..."}``. The value rules
+follow the prefixes the issuers document (and that gitleaks / detect-secrets match on);
+docs/api.md lists them.
 """
 
+import logging
 import re
 
-SECRET_KEY = re.compile(
-    r"(^|[_\-.])(pass(word|wd)?|secret|token|api[_\-]?key|apikey|authorization|auth[_\-]?header|"
-    r"credentials?|private[_\-]?key|app[_\-]?password|client[_\-]?secret|cookie|session[_\-]?key)($|[_\-.])",
-    re.IGNORECASE,
-)
+REDACTED = "[redacted]"
+
 ALLOWED_KEYS = {"fencing_token", "max_tokens", "token_count", "prompt_tokens", "completion_tokens",
-                "total_tokens", "input_tokens", "output_tokens"}
-SECRET_VALUES = [
-    re.compile(r"\bsk-[A-Za-z0-9_\-]{16,}"),
-    re.compile(r"\b(bearer|basic)\s+[A-Za-z0-9._~+/=\-]{8,}", re.IGNORECASE),
-    re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
-    re.compile(r"\bdl_[A-Za-z0-9_\-]{20,}"),
-    re.compile(r"\b(ghp|gho|github_pat)_[A-Za-z0-9_]{20,}"),
-    re.compile(r"\bxox[abprs]-[A-Za-z0-9\-]{10,}"),
-    re.compile(r"\bAKIA[0-9A-Z]{16}\b"),
-    re.compile(r"\b[A-Za-z0-9]{4}( [A-Za-z0-9]{4}){5}\b"),  # WordPress application password
-    re.compile(r"://[^/\s:@]+:[^/\s@]+@"),  # credentials inside a URL
+                "total_tokens", "input_tokens", "output_tokens", "max_tool_calls"}
+# A key is a credential when one of its words is one of these...
+SECRET_WORDS = {"password", "passwd", "pwd", "pass", "passphrase", "secret", "secrets", "token", "bearer", "jwt",
+                "authorization", "credential", "credentials", "cookie", "apikey", "privatekey", "sessionkey"}
+# ...or its words run together contain one of these (``apppassword``, ``xApiKey``, ``private_key``).
+SECRET_COMPOUNDS = ("password", "passwd", "apikey", "privatekey", "secretkey", "accesstoken", "refreshtoken",
+                    "authtoken", "apitoken", "clientsecret", "sessionkey", "authheader", "accesskeysecret")
+
+# (name, pattern). Patterns are joined into one regex for the common no-match case.
+VALUE_RULES = [
+    ("openai_or_anthropic_key", r"\bsk-(?:proj-|ant-|svcacct-|admin-)?[A-Za-z0-9_\-]{16,}"),
+    ("bearer_credential", r"(?i:\bbearer\s+)[A-Za-z0-9._~+/=\-]{8,}"),
+    ("basic_credential", r"(?i:\bbasic\s+)(?=[A-Za-z0-9+/]*[0-9+/=])[A-Za-z0-9+/]{8,}={0,2}"),
+    ("private_key_block", r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"),
+    ("durable_ledger_token", r"\bdl_[A-Za-z0-9_\-]{20,}"),
+    ("github_token", r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{30,}"),
+    ("github_fine_grained_pat", r"\bgithub_pat_[A-Za-z0-9_]{22,}"),
+    ("gitlab_token", r"\bgl(?:pat|dt|rt|ptt|cbt|soat)-[A-Za-z0-9_\-]{20,}"),
+    ("slack_token", r"\bxox[abeoprs]-[A-Za-z0-9\-]{10,}"),
+    ("slack_app_token", r"\bxapp-\d-[A-Za-z0-9\-]{10,}"),
+    ("slack_webhook", r"hooks\.slack\.com/(?:services|workflows)/[A-Za-z0-9_/]{20,}"),
+    ("aws_access_key_id", r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b"),
+    ("stripe_key", r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}"),
+    ("stripe_webhook_secret", r"\bwhsec_[A-Za-z0-9]{20,}"),
+    ("google_api_key", r"\bAIza[0-9A-Za-z_\-]{30,}"),
+    ("google_oauth_token", r"\bya29\.[0-9A-Za-z_\-]{20,}"),
+    ("google_oauth_client_secret", r"\bGOCSPX-[A-Za-z0-9_\-]{20,}"),
+    ("jwt", r"\beyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]*"),
+    ("npm_token", r"\bnpm_[A-Za-z0-9]{36}\b"),
+    ("pypi_token", r"\bpypi-AgE[A-Za-z0-9_\-]{50,}"),
+    ("sendgrid_key", r"\bSG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}"),
+    ("twilio_api_key", r"\bSK[0-9a-f]{32}\b"),
+    ("mailgun_key", r"\bkey-[0-9a-zA-Z]{32}\b"),
+    ("mailchimp_key", r"\b[0-9a-f]{32}-us[0-9]{1,2}\b"),
+    ("shopify_token", r"\bshp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}\b"),
+    ("digitalocean_token", r"\bdo[opr]_v1_[a-f0-9]{64}\b"),
+    ("huggingface_token", r"\bhf_[A-Za-z0-9]{30,}\b"),
+    ("discord_webhook", r"discord(?:app)?\.com/api/webhooks/\d+/[A-Za-z0-9_\-]{20,}"),
+    ("telegram_bot_token", r"\b\d{8,10}:AA[A-Za-z0-9_\-]{33}\b"),
+    ("square_token", r"\bsq0(?:atp|csp)-[A-Za-z0-9_\-]{22,}"),
+    ("atlassian_api_token", r"\bATATT3[A-Za-z0-9_\-=]{50,}"),
+    ("azure_storage_key", r"(?i:AccountKey=)[A-Za-z0-9+/=]{40,}"),
+    ("postman_api_key", r"\bPMAK-[a-f0-9]{24}-[a-f0-9]{34}\b"),
+    ("linear_api_key", r"\blin_api_[A-Za-z0-9]{40}\b"),
+    ("notion_token", r"\b(?:secret_[A-Za-z0-9]{43}|ntn_[A-Za-z0-9]{40,})\b"),
+    ("vault_token", r"\bhv[sb]\.[A-Za-z0-9_\-]{24,}"),
+    ("grafana_token", r"\b(?:glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}|glc_[A-Za-z0-9+/=]{32,})"),
+    ("age_secret_key", r"\bAGE-SECRET-KEY-1[0-9A-Z]{58}\b"),
+    ("wordpress_application_password", r"\b[A-Za-z0-9]{4}( [A-Za-z0-9]{4}){5}\b"),
+    ("url_credentials", r"://[^/\s:@]+:[^/\s@]+@"),
 ]
+_RULES = [(name, re.compile(p)) for name, p in VALUE_RULES]
+_ANY = re.compile("|".join(f"(?:{p})" for _, p in VALUE_RULES))
+_CAMEL = (re.compile(r"([A-Z]+)([A-Z][a-z])"), re.compile(r"([a-z0-9])([A-Z])"))
+_SEPARATORS = re.compile(r"[^A-Za-z0-9]+")
+
+
+def key_words(key):
+    """``accessToken`` / ``access-token`` / ``ACCESS_TOKEN`` -> ["access", "token"]."""
+    for pattern in _CAMEL:
+        key = pattern.sub(r"\1_\2", key)
+    return [w for w in _SEPARATORS.split(key.lower()) if w]
+
+
+def is_secret_key(key):
+    if not isinstance(key, str) or key.lower() in ALLOWED_KEYS:
+        return False
+    words = key_words(key)
+    if any(w in SECRET_WORDS for w in words):
+        return True
+    compact = "".join(words)
+    return any(c in compact for c in SECRET_COMPOUNDS)
+
+
+def value_rule(text):
+    """The name of the first credential format ``text`` contains, or None."""
+    if not isinstance(text, str) or not _ANY.search(text):
+        return None
+    for name, pattern in _RULES:
+        if pattern.search(text):
+            return name
+    return "credential"
+
+
+def _present(value):
+    return value not in (None, "", False, [], {})
 
 
 def find_secrets(value, path="$"):
     """Yield (json_path, why) for every key or string that looks like a credential."""
     if isinstance(value, dict):
         for k, v in value.items():
-            sub = f"{path}.{k}"
-            if isinstance(k, str) and k.lower() not in ALLOWED_KEYS and SECRET_KEY.search(k):
-                if v not in (None, "", False):
-                    yield sub, "key looks like a credential"
-                    continue
+            sub = f"{path}.{k}" if value_rule(k) is None else f"{path}.<key>"
+            if value_rule(k) is not None:
+                yield sub, f"a key looks like a {value_rule(k)}"
+            if is_secret_key(k) and _present(v):
+                yield sub, "key looks like a credential"
+                continue
             yield from find_secrets(v, sub)
     elif isinstance(value, (list, tuple)):
         for i, v in enumerate(value):
             yield from find_secrets(v, f"{path}[{i}]")
     elif isinstance(value, str):
-        for pattern in SECRET_VALUES:
-            if pattern.search(value):
-                yield path, "value looks like a credential"
-                break
+        rule = value_rule(value)
+        if rule:
+            yield path, f"value looks like a {rule}"
+
+
+def redact_text(text):
+    """``text`` with every credential-looking substring replaced by ``[redacted]``."""
+    if not isinstance(text, str) or not _ANY.search(text):
+        return text
+    return _ANY.sub(REDACTED, text)
 
 
 def redact(value):
+    """A copy of ``value`` safe to show: credential keys' values and credential substrings
+    (in values and in keys) replaced by ``[redacted]``."""
     if isinstance(value, dict):
-        return {k: ("***" if isinstance(k, str) and k.lower() not in ALLOWED_KEYS and SECRET_KEY.search(k)
-                    else redact(v)) for k, v in value.items()}
-    if isinstance(value, list):
+        out = {}
+        for k, v in value.items():
+            shown = redact_text(k) if isinstance(k, str) else k
+            while shown in out:  # two keys that redact to the same text stay two entries
+                shown = f"{shown}*"
+            out[shown] = REDACTED if is_secret_key(k) and _present(v) else redact(v)
+        return out
+    if isinstance(value, (list, tuple)):
         return [redact(v) for v in value]
-    if isinstance(value, str) and any(p.search(value) for p in SECRET_VALUES):
-        return "***"
+    if isinstance(value, str):
+        return redact_text(value)
     return value
+
+
+class RedactingFilter(logging.Filter):
+    """Log records at every level go out with credential-looking substrings redacted.
+
+    Installed on the root logger's handlers by the app factory, so it covers records of every
+    logger that propagates (ours, werkzeug's, gunicorn's error log when it propagates)."""
+
+    def filter(self, record):
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a broken format string is logged as it is
+            return True
+        redacted = redact_text(message)
+        if redacted is not message:
+            record.msg, record.args = redacted, None
+        return True
+
+
+def install_log_redaction(logger=None):
+    logger = logger or logging.getLogger()
+    for handler in logger.handlers:
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter())
