@@ -31,6 +31,7 @@ from .digest import default_operation_key, request_digest
 from .jobs import get_job_and_lease  # noqa: F401 - re-exported for callers of this module
 from .leases import check_fence
 from .render import operation_dict
+from .secrets import redact
 
 _MISSING = object()
 
@@ -52,7 +53,7 @@ def _result(decision, op, job_id, reason=None, **extra):
         reason = "outcome_unknown"
     out = {"decision": decision, "operation": operation_dict(op, job_id)}
     if decision == S.REUSE_RECEIPT:
-        out["receipt"] = {"remote_id": op.remote_id, **(op.receipt or {})}
+        out["receipt"] = redact({"remote_id": op.remote_id, **(op.receipt or {})})
     if reason:
         out["reason"] = reason
         out["message"] = S.MESSAGES.get(reason, reason)
@@ -177,7 +178,7 @@ def _begin_round(principal, job_id, action, fencing_token, payload, digest, oper
         outcome, verdict, op = reconciliation.reconcile_operation(op, actor, reconcile_claim_s, escalate=False)
         if outcome == reconciliation.NO_RECONCILER:
             return _result(S.RECONCILE, op, job_id, reason, reconciliation={"outcome": outcome})
-        extra = {"reconciliation": {"outcome": outcome, "verdict": verdict, "evidence": op.evidence}}
+        extra = {"reconciliation": {"outcome": outcome, "verdict": verdict, "evidence": redact(op.evidence)}}
         if outcome in (reconciliation.BUSY, reconciliation.ERROR):
             reason = "reconcile_in_progress" if outcome == reconciliation.BUSY else "reconcile_failed"
             return _result(S.RECONCILE, op, job_id, reason, **extra)
@@ -210,8 +211,6 @@ def _summary(payload):
             out[k] = f"<{type(v).__name__} of {len(v)}>" if hasattr(v, "__len__") else type(v).__name__
         if len(out) >= 12:
             break
-    from .secrets import redact
-
     return redact(out)
 
 
