@@ -42,9 +42,13 @@ def test_review_plain_site_title_match_resolved_by_editor_in_chromium(stack, bro
 
     def navigated(click, url_part):
         """Click, then wait for the new page: a form post or link does not block Selenium."""
+        from selenium.common.exceptions import WebDriverException
+
         old = browser.find_element(By.TAG_NAME, "html")
         click()
-        WebDriverWait(browser, 15).until(EC.staleness_of(old))
+        # Chromedriver sometimes reports a node of the old page as "does not belong to the
+        # document" (a plain WebDriverException) instead of stale: poll again, it turns stale.
+        WebDriverWait(browser, 15, ignored_exceptions=(WebDriverException,)).until(EC.staleness_of(old))
         WebDriverWait(browser, 15).until(EC.url_contains(url_part))
 
     uid = uuid.uuid4().hex[:10]
