@@ -132,7 +132,12 @@ class PipelineStack:
     """Start with `start()`, stop with `stop()`; `detach()` leaves the processes running."""
 
     def __init__(self, workdir: Path, *, wp_state: Path | None = None, ports: dict | None = None,
-                 say=lambda *_a: None, encryption_key: str | None = None):
+                 say=lambda *_a: None, encryption_key: str | None = None,
+                 ledger_db_url: str | None = None, extra_tokens: dict[str, str] | None = None):
+        """``ledger_db_url``: the ledger's database (default: SQLite in the work directory; e.g.
+        ``postgresql://postgres@127.0.0.1:5432/<db>``, created by the caller). ``extra_tokens``:
+        more bootstrap tokens, name -> ``tenant:role[:site]``; each gets a fresh secret in
+        ``self.tokens[name]`` (the soak's intruder: ``{"intruder": "intruder:runner:default"}``)."""
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.say = say
@@ -140,6 +145,10 @@ class PipelineStack:
         self.wp_state_given = wp_state
         self.wp_state = Path(wp_state) if wp_state else self.workdir / "wordpress" / "state.json"
         self.tokens = {r: f"{r}-{secrets.token_hex(12)}" for r in ("runner", "editor", "approver", "reconciler")}
+        self.ledger_db_url = ledger_db_url
+        self.extra_tokens = dict(extra_tokens or {})
+        for name in self.extra_tokens:
+            self.tokens[name] = f"{name}-{secrets.token_hex(12)}"
         self.encryption_key = encryption_key or secrets.token_hex(16)
         self.services: list[Service] = []
         self.relay: FaultRelay | None = None
@@ -197,12 +206,15 @@ class PipelineStack:
         t = self.tokens
         tokens = (f"{TENANT}:runner:{t['runner']}:{SITE},{TENANT}:editor:{t['editor']},"
                   f"{TENANT}:approver:{t['approver']},{TENANT}:editor:{t['reconciler']}")
-        db_url = f"sqlite:///{self.workdir / 'ledger.db'}"
+        for name, spec in self.extra_tokens.items():
+            tenant, role, *site = spec.split(":")
+            tokens += "," + ":".join([tenant, role, t[name], *site])
+        db_url = self.ledger_db_url or f"sqlite:///{self.workdir / 'ledger.db'}"
         lp, pp = self.ports["ledger"] or free_port(), self.ports["proxy"] or free_port()
         self.ledger_url, self.proxy_url = f"http://127.0.0.1:{lp}", f"http://127.0.0.1:{pp}"
         base = {**os.environ, "DURABLE_DATABASE_URL": db_url, "DURABLE_BOOTSTRAP_TOKENS": tokens,
                 "DURABLE_LOG_LEVEL": "INFO", "DURABLE_DATA_DIR": str(self.workdir)}
-        self.say(f"ledger (SQLite) on {self.ledger_url}")
+        self.say(f"ledger ({'PostgreSQL' if db_url.startswith('postgres') else 'SQLite'}) on {self.ledger_url}")
         subprocess.run([str(LEDGER_BIN), "init-db"], env=base, check=True, capture_output=True)
         self.ledger_env = {**base, "DURABLE_PROXY_URL": self.proxy_url, "DURABLE_PROXY_TOKEN": t["reconciler"],
                            "DURABLE_PROXY_SITE": SITE}
