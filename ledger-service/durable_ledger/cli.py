@@ -68,6 +68,37 @@ def cmd_sweep(args, cfg):
         time.sleep(parse_duration(args.interval))
 
 
+def cmd_deliver_approvals(args, cfg):
+    """Resume n8n executions waiting for an approval decision (core/approval_waits.py)."""
+    import time
+
+    from .core import approval_waits
+    from .db import db
+
+    _bind(cfg)
+    hosts = approval_waits.allowed_hosts(cfg.n8n_url, cfg.resume_hosts)
+    policy = approval_waits.policy_from(cfg)
+    interval = parse_duration(args.interval) if args.interval else 0
+    # Adoption (decisions nobody announced) reads every open wait: every few seconds is enough.
+    adopt_every = max(1, round(5 / interval)) if interval else 1
+    passes = 0
+    while True:
+        try:
+            with db.connection_context():
+                tally = approval_waits.deliver_due(hosts, limit=args.limit, adopt=passes % adopt_every == 0, **policy)
+        except Exception as exc:  # noqa: BLE001 - a loop next to the server outlives a database blip
+            if not interval:
+                raise
+            logging.getLogger("durable_ledger").warning("approval resume pass failed: %s", type(exc).__name__)
+            tally = None
+        if not interval or (tally and any(tally.values())):
+            print(json.dumps(tally), flush=True)
+        if not interval:
+            return
+        passes += 1
+        time.sleep(interval)
+
+
 def parse_duration(text):
     units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
     text = text.strip().lower()
@@ -112,7 +143,13 @@ def cmd_serve(args, cfg):
 
     _bind(cfg)
     create_schema()  # once, in the master: workers never do schema work per request
-    sweeper = None
+    sweeper = deliverer = None
+    if args.resume_interval and args.resume_interval.strip().lower() not in ("0", "0s", "off", "no"):
+        # Resumes n8n executions parked for an approval; a process of its own, like the sweeper.
+        import subprocess
+
+        deliverer = subprocess.Popen([sys.executable, "-m", "durable_ledger.cli", "deliver-approvals",
+                                      "--interval", args.resume_interval])
     if args.sweep_interval:
         # A separate process, not a thread in the gunicorn master: workers are forked from the
         # master, and a forked copy of a live database connection must never be shared.
@@ -124,9 +161,10 @@ def cmd_serve(args, cfg):
         _gunicorn(lambda: create_app(cfg, init_schema=False), args.host, args.port, args.workers, args.threads,
                   args.timeout)
     finally:
-        if sweeper is not None:
-            sweeper.terminate()
-            sweeper.wait(10)
+        for helper in (sweeper, deliverer):
+            if helper is not None:
+                helper.terminate()
+                helper.wait(10)
 
 
 def cmd_proxy_serve(args, cfg):
@@ -151,6 +189,8 @@ def build_parser():
     _serve_args(serve, 8787)
     serve.add_argument("--sweep-interval", default=os.environ.get("DURABLE_SWEEP_INTERVAL"),
                        help="also run the sweeper every interval (e.g. 60s); default off")
+    serve.add_argument("--resume-interval", default=os.environ.get("DURABLE_RESUME_INTERVAL", "1s"),
+                       help="resume n8n executions waiting for an approval every interval (default 1s; 0 = off)")
     serve.set_defaults(func=cmd_serve)
     token = sub.add_parser("token", help="manage API tokens").add_subparsers(dest="token_command", required=True)
     create = token.add_parser("create", help="create a token and print it (only its hash is stored)")
@@ -171,6 +211,11 @@ def build_parser():
     prune.add_argument("--older-than", default=os.environ.get("DURABLE_RETENTION", "30d"),
                        help="e.g. 30d, 12h, 3600 (seconds); default 30d or DURABLE_RETENTION")
     prune.set_defaults(func=cmd_prune)
+    da = sub.add_parser("deliver-approvals",
+                        help="resume n8n executions waiting for an approval decision (one pass, or --interval)")
+    da.add_argument("--limit", type=int, default=50, help="deliveries per pass (default 50)")
+    da.add_argument("--interval", default=None, help="repeat every interval (e.g. 1s) instead of once")
+    da.set_defaults(func=cmd_deliver_approvals)
     sw = sub.add_parser("sweep", help="reconcile operations stuck in SENT/UNKNOWN and idle jobs")
     sw.add_argument("--sent-older-than", default="300s", help="SENT operations older than this (default 300s)")
     sw.add_argument("--job-idle", default="1h", help="in-flight operations of jobs idle this long (default 1h)")

@@ -63,6 +63,13 @@ def metrics():
                                   .where(AuditLog.action.startswith(REFUSAL_PREFIX))
                                   .group_by(AuditLog.tenant, AuditLog.action).tuples()):
         lines.append(f'durable_refusals_total{{tenant="{tenant}",code="{action[len(REFUSAL_PREFIX):]}"}} {count}')
+    from ..wait_models import ApprovalDelivery
+
+    lines += ["# HELP durable_approval_resumes Resume calls of n8n executions waiting for an approval, by state.",
+              "# TYPE durable_approval_resumes gauge"]
+    for state, count in (ApprovalDelivery.select(ApprovalDelivery.state, fn.COUNT(ApprovalDelivery.id))
+                         .group_by(ApprovalDelivery.state).tuples()):
+        lines.append(f'durable_approval_resumes{{state="{state}"}} {count}')
     return Response("\n".join(lines) + "\n", mimetype="text/plain; version=0.0.4")
 
 

@@ -19,6 +19,7 @@ from ..db import db, is_sqlite, write_txn
 from ..models import Job, JSONText, Operation
 from . import budgets as B
 from . import states as S
+from .n8n_context import stamp
 
 _json = JSONText()
 JOB_COLS = [f.column_name for f in Job._meta.sorted_fields]
@@ -143,7 +144,7 @@ def claim_new(tenant, job, key, action, digest, token, target, requires_approval
     """
     values = [tenant, key, job.id, job.task_version, action, digest, S.SENT, 1, max_attempts, token, target,
               bool(requires_approval), _json.db_value(summary), 0, now, now]
-    detail = _json.db_value({"attempt": 1})
+    detail = _json.db_value(stamp({"attempt": 1}))
     if is_sqlite():
         with write_txn():
             refused = guard_txn(job.id, now, exclusive=True)
@@ -204,7 +205,7 @@ def confirm(tenant, key, token, remote_id, receipt, actor):
     """SENT/UNKNOWN/NEEDS_REVIEW -> CONFIRMED if the token is current; None means "general path"."""
     now = time.time()
     receipt_text = _json.db_value(receipt or {})
-    detail = _json.db_value({"remote_id": str(remote_id), "cost": None})
+    detail = _json.db_value(stamp({"remote_id": str(remote_id), "cost": None}))
     if is_sqlite():
         with write_txn():
             row = db.execute_sql(

@@ -17,6 +17,7 @@ from ..models import Operation, OperationEvent
 from ..reconcile import registry
 from ..reconcile.verdicts import Absent, Found, ReconcilerError, Undecidable
 from . import states as S
+from .n8n_context import stamp
 
 BUSY, ERROR, APPLIED, RACED, NO_RECONCILER = "busy", "error", "applied", "raced", "no_reconciler"
 
@@ -34,7 +35,7 @@ def _release(op):
 
 def _event(op, to_state, actor, detail, now):
     OperationEvent.create(operation=op.id, job=op.job_id, from_state=op.state, to_state=to_state, actor=actor,
-                          fencing_token=None, detail=detail, created_at=now)
+                          fencing_token=None, detail=stamp(detail), created_at=now)
 
 
 def reconcile_operation(op, actor, claim_s=60.0, escalate=True):
