@@ -1,7 +1,7 @@
 // Unit tests of the Durable Step node: a fake IExecuteFunctions, a REAL ledger service.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { DurableLedgerApi, DurableStep, makeContext, runNode, workflow } from './fake-context.mjs';
+import { DurableLedgerApi, DurableStep, RESUMABLE_WAIT, makeContext, runNode, workflow } from './fake-context.mjs';
 import { RUNNER_TOKEN, startLedger } from './ledger.mjs';
 
 let ledger;
@@ -471,6 +471,108 @@ describe('checkpoint and reconcile', () => {
 		const { out } = await runNode({ items: one(), credentials: creds, params: { operation: 'reconcile', operationKey: d.operation_key } });
 		assert.equal(out[0][0].json.operation_key, d.operation_key);
 		assert.ok(typeof out[0][0].json.state === 'string');
+	});
+});
+
+describe('wait for approval', () => {
+	const RESUME = 'http://127.0.0.1:5678/webhook-waiting/77?signature=tok-77';
+
+	async function halted(jobId) {
+		const job = await startJob(jobId);
+		const out = await begin(jobId, job.fencing_token, one({ post_id: 7 }), {
+			action: 'publish',
+			beginOptions: { requiresApproval: true, target: 'wordpress:default' },
+		});
+		assert.equal(out[2].length, 1);
+		return out[2][0];
+	}
+
+	const waitParams = (extra = {}) => ({
+		operation: 'waitForApproval',
+		operationKey: (i, item) => item.json.durable.operation_key,
+		fencingToken: (i, item) => item.json.durable.fencing_token,
+		resumeUrl: RESUME,
+		...extra,
+	});
+
+	test('wait_for_approval_registers_the_resume_url_and_passes_the_item_through', async () => {
+		const item = await halted(uniqueJob('wait'));
+		assert.equal(item.json.durable.reason, 'approval_required');
+		const { out, calls } = await runNode({
+			items: [{ json: item.json }],
+			credentials: creds,
+			executionId: '77',
+			workflowId: 'wfArticle',
+			params: waitParams(),
+		});
+		assert.equal(out[0].length, 1);
+		assert.deepEqual(out[1], []);
+		assert.deepEqual(out[2], []);
+		const j = out[0][0].json;
+		assert.equal(j.post_id, 7); // passed through
+		assert.equal(j.durable.reason, 'approval_required');
+		assert.equal(j.durable.waiting_for, 'approval');
+		assert.equal(j.durable.decision, null);
+		assert.equal(j.durable.wait.execution_id, '77');
+		assert.equal(j.durable.wait.workflow_id, 'wfArticle');
+		assert.ok(!JSON.stringify(j).includes('tok-77'), 'the resume token is never echoed');
+		assert.equal(calls.length, 1);
+		assert.match(calls[0].url, /\/v1\/operations\/[^/]+\/wait$/);
+		assert.equal(calls[0].body.resume_url, RESUME);
+		assert.equal(calls[0].headers['X-N8N-Execution-Id'], '77');
+		assert.equal(calls[0].headers['X-N8N-Workflow-Id'], 'wfArticle');
+	});
+
+	test('every_ledger_call_carries_the_execution_and_the_ledger_records_it', async () => {
+		const jobId = uniqueJob('prov');
+		const { ctx, calls } = makeContext({
+			items: one(),
+			credentials: creds,
+			executionId: '901',
+			workflowId: 'wfProv',
+			params: { operation: 'startJob', jobId, taskVersion: 1, pipeline: 'generic', owner: 'exec-P', startOptions: {} },
+		});
+		const job = (await new DurableStep().execute.call(ctx))[0][0].json;
+		assert.ok(calls.every((c) => c.headers['X-N8N-Execution-Id'] === '901' && c.headers['X-N8N-Workflow-Id'] === 'wfProv'));
+		const { out } = await runNode({ items: one({ a: 1 }), credentials: creds, executionId: '902', workflowId: 'wfProv', params: beginParams(jobId, job.fencing_token) });
+		const key = out[0][0].json.durable.operation_key;
+		const res = await fetch(`${ledger.url}/v1/operations/${encodeURIComponent(key)}`, { headers: { Authorization: `Bearer ${RUNNER_TOKEN}` } });
+		const { events } = await res.json();
+		assert.deepEqual(events[0].detail.n8n, { execution_id: '902', workflow_id: 'wfProv' });
+	});
+
+	test('wait_for_approval_refuses_other_reasons_and_a_missing_resumable_wait_node', async () => {
+		const item = await halted(uniqueJob('wait-bad'));
+		const denied = { json: { ...item.json, durable: { ...item.json.durable, reason: 'approval_denied' } } };
+		await assert.rejects(runNode({ items: [denied], credentials: creds, params: waitParams() }), (err) => {
+			assert.ok(err instanceof workflow.NodeOperationError);
+			assert.match(err.message, /approval_denied/);
+			assert.match(err.description, /If node/);
+			return true;
+		});
+		await assert.rejects(runNode({ items: [item], credentials: creds, childNodes: [], params: waitParams() }), (err) => {
+			assert.ok(err instanceof workflow.NodeOperationError);
+			assert.match(err.description, /Resume: On Webhook Call with HTTP Method POST/);
+			return true;
+		});
+		const getWait = { ...RESUMABLE_WAIT, parameters: { resume: 'webhook' } }; // HTTP Method defaults to GET
+		await assert.rejects(
+			runNode({ items: [item], credentials: creds, childNodes: [getWait], params: waitParams() }),
+			(err) => err instanceof workflow.NodeOperationError && /"Wait"/.test(err.description) && /POST/.test(err.description),
+		);
+		await assert.rejects(
+			runNode({ items: [item], credentials: creds, params: waitParams({ resumeUrl: 'ftp://x/y' }) }),
+			(err) => err instanceof workflow.NodeOperationError && /http\(s\)/.test(err.message),
+		);
+		// The ledger's own refusals: a stale token (409), a host off the allow-list (422).
+		await assert.rejects(
+			runNode({ items: [item], credentials: creds, params: waitParams({ fencingToken: 0 }) }),
+			(err) => err.name === 'NodeApiError' && err.httpCode === '409',
+		);
+		await assert.rejects(
+			runNode({ items: [item], credentials: creds, params: waitParams({ resumeUrl: 'http://169.254.169.254/x' }) }),
+			(err) => err.name === 'NodeApiError' && err.httpCode === '422' && /DURABLE_N8N_RESUME_HOSTS/.test(err.message),
+		);
 	});
 });
 

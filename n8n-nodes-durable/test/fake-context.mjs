@@ -16,7 +16,24 @@ function getPath(obj, dotted) {
  * params: {name: value | (itemIndex, item) => value}; a function stands for an expression
  * evaluated per item. A function may throw, like an expression that cannot be resolved.
  */
-export function makeContext({ items, params, credentials, continueOnFail = false, executionId = 'exec-1' }) {
+/** A Wait node the ledger can resume, as getChildNodes reports it with includeNodeParameters. */
+export const RESUMABLE_WAIT = {
+	name: 'Wait',
+	type: 'n8n-nodes-base.wait',
+	typeVersion: 1.1,
+	disabled: false,
+	parameters: { resume: 'webhook', httpMethod: 'POST' },
+};
+
+export function makeContext({
+	items,
+	params,
+	credentials,
+	continueOnFail = false,
+	executionId = 'exec-1',
+	workflowId = 'wf-1',
+	childNodes = [RESUMABLE_WAIT],
+}) {
 	const node = {
 		id: 'node-1',
 		name: 'Durable Step',
@@ -31,6 +48,8 @@ export function makeContext({ items, params, credentials, continueOnFail = false
 		getNode: () => node,
 		continueOnFail: () => continueOnFail,
 		getExecutionId: () => executionId,
+		getWorkflow: () => ({ id: workflowId, name: 'Test workflow', active: false }),
+		getChildNodes: () => childNodes,
 		getNodeParameter(name, itemIndex, fallback) {
 			let value = name in params ? params[name] : getPath(params, name);
 			if (typeof value === 'function') value = value(itemIndex, items[itemIndex]);
@@ -49,7 +68,7 @@ export function makeContext({ items, params, credentials, continueOnFail = false
 				const creds = await ctx.getCredentials(credentialName);
 				const headers = { ...(options.headers ?? {}), Authorization: `Bearer ${creds.token}` };
 				if (options.body !== undefined) headers['Content-Type'] = 'application/json';
-				calls.push({ method: options.method, url: options.url, body: options.body });
+				calls.push({ method: options.method, url: options.url, body: options.body, headers: options.headers });
 				const res = await fetch(options.url, {
 					method: options.method,
 					headers,

@@ -11,6 +11,7 @@ import { recordOutcome } from './operations/recordOutcome';
 import { reconcile } from './operations/reconcile';
 import { saveCheckpoint } from './operations/saveCheckpoint';
 import { startJob } from './operations/startJob';
+import { waitForApproval } from './operations/waitForApproval';
 import { NEEDS_ATTENTION, PROCEED, type StepResult } from './types';
 
 type Operation = (ctx: IExecuteFunctions, i: number, item: INodeExecutionData) => Promise<StepResult>;
@@ -21,6 +22,7 @@ const OPERATIONS: Record<string, Operation> = {
 	recordOutcome,
 	saveCheckpoint,
 	reconcile,
+	waitForApproval,
 };
 
 export class DurableStep implements INodeType {
@@ -50,7 +52,7 @@ export class DurableStep implements INodeType {
 		let run = OPERATIONS[operation];
 		if (!run) {
 			throw new NodeOperationError(this.getNode(), `Unknown operation "${operation}"`, {
-				description: 'Choose one of Start Job, Begin Step, Record Outcome, Save Checkpoint, Reconcile.',
+				description: 'Choose one of Start Job, Begin Step, Record Outcome, Save Checkpoint, Reconcile, Wait for Approval.',
 			});
 		}
 		// NodeApiError / NodeOperationError already carry the itemIndex and a description.

@@ -10,6 +10,7 @@ export const DEFAULT_JOB_ID = "={{ $('Start Job').item.json.job_id }}";
 export const DEFAULT_FENCING_TOKEN = "={{ $('Start Job').item.json.fencing_token }}";
 export const DEFAULT_OPERATION_KEY = "={{ $('Begin Step').item.json.durable.operation_key }}";
 export const DEFAULT_STEP_FENCING_TOKEN = "={{ $('Begin Step').item.json.durable.fencing_token }}";
+export const DEFAULT_ITEM_FENCING_TOKEN = '={{ $json.durable.fencing_token }}';
 
 const show = (...operation: string[]) => ({ show: { operation } });
 
@@ -49,6 +50,13 @@ export const properties: INodeProperties[] = [
 				value: 'startJob',
 				description: 'Create or get the job and take its lease (fencing token)',
 				action: 'Start a job',
+			},
+			{
+				name: 'Wait for Approval',
+				value: 'waitForApproval',
+				description:
+					'Register this execution with the ledger so that the Wait node after it is resumed when an approver decides',
+				action: 'Wait for an approval',
 			},
 		],
 		default: 'beginStep',
@@ -300,6 +308,44 @@ export const properties: INodeProperties[] = [
 		default: '',
 		description: 'Why the step failed or is unknown (stored in the ledger)',
 		displayOptions: { show: { operation: ['recordOutcome'], outcome: ['fail', 'unknown'] } },
+	},
+
+	// ---- Wait for Approval
+	{
+		displayName:
+			'Put a Wait node after this one (Resume: On Webhook Call, HTTP Method: POST) and connect it back to the Begin Step that answered approval_required. When an approver approves or denies, the ledger calls this execution\'s resume URL once; Begin Step then publishes, or stops with approval_denied.',
+		name: 'waitNotice',
+		type: 'notice',
+		default: '',
+		displayOptions: show('waitForApproval'),
+	},
+	{
+		displayName: 'Operation Key',
+		name: 'operationKey',
+		type: 'string',
+		required: true,
+		default: '={{ $json.durable.operation_key }}',
+		description: 'The step waiting for approval. Defaults to the item from the Needs Attention output of Begin Step.',
+		displayOptions: show('waitForApproval'),
+	},
+	{
+		displayName: 'Fencing Token',
+		name: 'fencingToken',
+		type: 'number',
+		required: true,
+		default: DEFAULT_ITEM_FENCING_TOKEN,
+		description: 'The lease token the step was begun with. Defaults to the item from Begin Step.',
+		displayOptions: show('waitForApproval'),
+	},
+	{
+		displayName: 'Resume URL',
+		name: 'resumeUrl',
+		type: 'string',
+		required: true,
+		default: '={{ $execution.resumeUrl }}',
+		description:
+			'The URL that resumes this execution from its Wait node (it carries a secret token; the ledger never shows it whole)',
+		displayOptions: show('waitForApproval'),
 	},
 
 	// ---- Save Checkpoint

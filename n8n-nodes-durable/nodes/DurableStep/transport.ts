@@ -72,6 +72,23 @@ export function slotRefusal(error: IDataObject): LedgerRefusal {
 	};
 }
 
+/**
+ * Which execution makes the call: the ledger stores it with every operation event, so the job
+ * timeline links each step to the n8n execution that did it.
+ */
+export function n8nHeaders(ctx: IExecuteFunctions): Record<string, string> {
+	const headers: Record<string, string> = {};
+	try {
+		const executionId = ctx.getExecutionId();
+		if (executionId) headers['X-N8N-Execution-Id'] = String(executionId);
+		const workflowId = ctx.getWorkflow()?.id;
+		if (workflowId) headers['X-N8N-Workflow-Id'] = String(workflowId);
+	} catch {
+		// Provenance only: a context without these (an unsaved workflow) sends the call without them.
+	}
+	return headers;
+}
+
 /** The outcome of one HTTP call: the ledger's answer, or an error for any item it stood for. */
 export type LedgerSent = { answer: LedgerAnswer } | { unreachable: (itemIndex: number) => NodeApiError };
 
@@ -96,7 +113,7 @@ export async function ledgerSend(
 		returnFullResponse: true,
 		ignoreHttpStatusErrors: true,
 		timeout: 30000,
-		headers: { Accept: 'application/json' },
+		headers: { Accept: 'application/json', ...n8nHeaders(ctx) },
 	};
 	if (body !== undefined) options.body = body;
 	let response: { statusCode: number; body: unknown };
