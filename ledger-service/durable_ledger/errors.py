@@ -104,6 +104,13 @@ class GateContended(LedgerError):
     code, http_status = "gate_contended", 409
 
 
+class ContentChanged(LedgerError):
+    """What the approver was shown (the digest, or the WordPress post read back) is no longer what
+    would be dispatched: the decision is refused; reload the preview and decide again."""
+
+    code, http_status = "content_changed", 409
+
+
 class ReceiptConflict(LedgerError):
     """The operation is already confirmed with another remote id."""
 

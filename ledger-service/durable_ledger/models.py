@@ -187,6 +187,25 @@ class Approval(BaseModel):
         indexes = ((("job", "task_version", "action"), False),)
 
 
+class ApprovalDenial(BaseModel):
+    """An approver's no for one operation's request digest, with the reason; the gate answers
+    halt/approval_denied while it stands. A later approval of the same digest lifts it."""
+
+    id = AutoField()
+    tenant = CharField(max_length=128)
+    operation = ForeignKeyField(Operation, on_delete="CASCADE")
+    job = ForeignKeyField(Job, on_delete="CASCADE")
+    content_digest = CharField(max_length=64)
+    reason = TextField()
+    denied_by = CharField(max_length=255)
+    created_at = DoubleField()
+    lifted_at = DoubleField(null=True)
+    lifted_by = CharField(max_length=255, null=True)
+
+    class Meta:
+        indexes = ((("operation", "content_digest"), False),)
+
+
 class Setting(BaseModel):
     """Service-wide values shared by every worker (e.g. the review page's session key)."""
 
@@ -194,7 +213,7 @@ class Setting(BaseModel):
     value = TextField()
 
 
-ALL_MODELS = [ApiToken, Job, Lease, Operation, OperationEvent, Checkpoint, AuditLog, Approval, Setting]
+ALL_MODELS = [ApiToken, Job, Lease, Operation, OperationEvent, Checkpoint, AuditLog, Approval, Setting, ApprovalDenial]
 
 
 def create_schema():

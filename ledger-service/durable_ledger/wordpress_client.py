@@ -265,6 +265,10 @@ class WordPressClient:
         """(status, json) of a post in context=edit; raises on transport errors."""
         return self._get_json(f"/wp/v2/posts/{int(post_id)}", context="edit")
 
+    def read_media(self, media_id: int):
+        """(status, json) of an attachment in context=edit; raises on transport errors."""
+        return self._get_json(f"/wp/v2/media/{int(media_id)}", context="edit")
+
     def plugin_status(self) -> dict | None:
         """The durable-ops status document, or None when the plugin is not installed."""
         status, body = self._get_json("/durable/v1/status")

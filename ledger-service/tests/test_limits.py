@@ -310,7 +310,8 @@ def test_limits_review_page_forms_with_nul_are_refused(app, client, leased):
     import re
 
     page = app.test_client()
-    csrf = re.search(r'name="csrf" value="([^"]+)"', page.get("/review").get_data(as_text=True)).group(1)
+    csrf = re.search(r'name="csrf" value="([^"]+)"',
+                     page.get("/review", follow_redirects=True).get_data(as_text=True)).group(1)
     assert page.post("/review/login", data={"token": "editor-token", "csrf": csrf}).status_code == 302
     r = page.post(f"/review/item/{quote(key, safe='')}/resolve", data={"decision": "fail", "note": "a\x00b",
                                                                        "csrf": csrf, "expected_state": "SENT"})

@@ -148,10 +148,11 @@ def test_secrets_are_redacted_on_every_read_path(app, client, leased):
     _assert_clean(client.get("/v1/jobs/j1/operations", headers=auth()).get_data(as_text=True))
     # the review page, signed in as an editor
     page = app.test_client()
-    csrf = re.search(r'name="csrf" value="([^"]+)"', page.get("/review").get_data(as_text=True)).group(1)
+    csrf = re.search(r'name="csrf" value="([^"]+)"',
+                     page.get("/review", follow_redirects=True).get_data(as_text=True)).group(1)
     page.post("/review/login", data={"token": "editor-token", "csrf": csrf})
-    _assert_clean(page.get("/review").get_data(as_text=True), shows_evidence=False)
-    _assert_clean(page.get(f"/review/item/{quote(key, safe='')}").get_data(as_text=True))
+    _assert_clean(page.get("/review", follow_redirects=True).get_data(as_text=True), shows_evidence=False)
+    _assert_clean(page.get(f"/review/item/{quote(key, safe='')}", follow_redirects=True).get_data(as_text=True))
 
 
 def test_secrets_receipts_are_redacted_when_shown(client, leased):

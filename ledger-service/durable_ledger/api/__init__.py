@@ -41,12 +41,12 @@ def create_app(config=None, init_schema=True):
         with db.connection_context():
             load_bootstrap_tokens(cfg.bootstrap_tokens)
     from ..reconcile.setup import configure as configure_reconcilers
-    from . import review_page
+    from . import console
 
     configure_reconcilers(cfg)
     with db.connection_context():
-        app.secret_key = review_page.session_secret(cfg)
-    app.session_interface = review_page.ReviewOnlySessions()
+        app.secret_key = console.session_secret(cfg)
+    app.session_interface = console.ConsoleSessions()
     app.config.update(SESSION_COOKIE_HTTPONLY=True, SESSION_COOKIE_SAMESITE="Strict",
                       SESSION_COOKIE_SECURE=os.environ.get("DURABLE_COOKIE_SECURE") == "1")
 
@@ -56,7 +56,7 @@ def create_app(config=None, init_schema=True):
     app.url_value_preprocessor(lambda _endpoint, values: limits.check_path_args(values))
     app.before_request(lambda: limits.check_request_text(request))
 
-    from . import agents, approvals, jobs, operations, review_page, reviews, service
+    from . import agents, approvals, console, jobs, operations, review_page, reviews, service
 
     app.register_blueprint(service.bp)
     app.register_blueprint(jobs.bp)
@@ -64,6 +64,7 @@ def create_app(config=None, init_schema=True):
     app.register_blueprint(agents.bp)
     app.register_blueprint(approvals.bp)
     app.register_blueprint(reviews.bp)
+    app.register_blueprint(console.bp)
     app.register_blueprint(review_page.bp)
     service.register_error_handlers(app)
     log.info("ledger app ready %s", cfg.redacted())

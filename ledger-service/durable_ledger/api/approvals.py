@@ -1,12 +1,61 @@
 """Approvals (approver role only) and the tenant's acceptance counters."""
 
 from flask import Blueprint, jsonify, request
+from marshmallow import fields, validate
 
+from ..core import approval_decisions as decisions
 from ..core import approvals, report
-from . import schemas
-from .context import principal
+from ..core.render import iso, operation_dict
+from . import preview, schemas
+from .context import config, principal
 
 bp = Blueprint("approvals", __name__)
+
+
+class ApproveOperationSchema(schemas.Strict):
+    content_digest = fields.String(required=True, validate=validate.Regexp(r"^[0-9a-f]{64}$"))
+    expires_in_s = fields.Integer(load_default=None, allow_none=True,
+                                  validate=validate.Range(min=60, max=decisions.MAX_TTL_S))
+    note = fields.String(load_default=None, allow_none=True, validate=validate.Length(max=2000))
+
+
+class DenyOperationSchema(schemas.Strict):
+    content_digest = fields.String(required=True, validate=validate.Regexp(r"^[0-9a-f]{64}$"))
+    reason = fields.String(required=True, validate=validate.Length(min=1, max=2000))
+
+
+@bp.post("/v1/operations/<path:key>/approve")
+def approve_operation(key):
+    """Approve what the gate halted, bound to the digest the approver saw (409 content_changed)."""
+    who = principal().require("approver")
+    b = schemas.load(ApproveOperationSchema, request)
+    ttl = b["expires_in_s"] if b["expires_in_s"] is not None else config().approval_ttl_s
+    a, created = decisions.approve(who, key, b["content_digest"], ttl_s=ttl, note=b["note"],
+                                   check_content=preview.check_unchanged(config()))
+    return jsonify({"approval": approvals.approval_dict(a), "created": created}), 201 if created else 200
+
+
+@bp.post("/v1/operations/<path:key>/deny")
+def deny_operation(key):
+    """Deny it with a reason: `begin` answers halt/approval_denied until it is approved."""
+    who = principal().require("approver")
+    b = schemas.load(DenyOperationSchema, request)
+    d, created = decisions.deny(who, key, b["content_digest"], b["reason"])
+    return jsonify({"denial": decisions.denial_dict(d), "created": created}), 201 if created else 200
+
+
+@bp.get("/v1/approvals/pending")
+def pending():
+    """The operations waiting for a decision, with who asked and any standing approval or denial."""
+    who = principal().require("approver")
+    out = []
+    for w in decisions.waiting(who.tenant):
+        out.append({"operation": operation_dict(w["op"]), "request_summary": w["op"].request_summary,
+                    "status": "approved" if w["approval"] else "denied" if w["denial"] else "waiting",
+                    "approval": approvals.approval_dict(w["approval"]) if w["approval"] else None,
+                    "denial": decisions.denial_dict(w["denial"]) if w["denial"] else None,
+                    "asked_at": iso(w["op"].created_at)})
+    return jsonify({"pending": out})
 
 
 @bp.post("/v1/approvals")

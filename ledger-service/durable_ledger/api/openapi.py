@@ -31,9 +31,9 @@ PARAMS = {
 
 def _schema(name):
     """Request schemas by name: the shared ones in schemas.py, the others next to their routes."""
-    from . import agents, reviews
+    from . import agents, approvals, reviews
 
-    for module in (schemas, agents, reviews):
+    for module in (schemas, agents, reviews, approvals):
         cls = getattr(module, f"{name}Schema", None)
         if cls is not None:
             return cls
@@ -70,6 +70,12 @@ ROUTES = [
     ("post", "/v1/reviews/{operation_key}/resolve", "Resolve", "Confirm (with remote_id), fail or abandon", "editor"),
     ("post", "/v1/approvals", "Approval", "Approve one version + action + content digest + target until expiry", "approver"),
     ("delete", "/v1/approvals/{approval_id}", None, "Revoke an approval", "approver"),
+    ("get", "/v1/approvals/pending", None, "Operations the gate halted for an approval, with their decision",
+     "approver"),
+    ("post", "/v1/operations/{operation_key}/approve", "ApproveOperation",
+     "Approve a halted operation, bound to the digest shown (409 content_changed)", "approver"),
+    ("post", "/v1/operations/{operation_key}/deny", "DenyOperation",
+     "Deny a halted operation with a reason (begin then answers approval_denied)", "approver"),
     ("get", "/v1/metrics/acceptance", None, "Tenant-wide acceptance counters", "any"),
     ("put", "/v1/jobs/{job_id}/session", "Bind", "Bind the job to an Agents API session", "runner"),
     ("get", "/v1/jobs/{job_id}/session", None, "The bound session and its turns", "any"),

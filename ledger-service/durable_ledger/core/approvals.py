@@ -10,7 +10,7 @@ import time
 from datetime import datetime, timezone
 
 from ..errors import NotFound, ValidationFailed
-from ..models import Approval
+from ..models import Approval, ApprovalDenial
 from .audit import audit
 from .jobs import get_job
 
@@ -98,3 +98,12 @@ def approval_dict(a):
             "expires_at": iso(a.expires_at), "approved_by": a.approved_by, "note": a.note,
             "created_at": iso(a.created_at), "revoked_at": iso(a.revoked_at), "revoked_by": a.revoked_by,
             "used_at": iso(a.used_at), "live": a.revoked_at is None and a.expires_at > time.time()}
+
+
+def active_denial(op, digest=None):
+    """The standing denial of this operation's digest, or None (read on the gate's refusal path
+    only; see core/approval_decisions.py)."""
+    return (ApprovalDenial.select()
+            .where(ApprovalDenial.operation == op.id, ApprovalDenial.content_digest == (digest or op.request_hash),
+                   ApprovalDenial.lifted_at.is_null())
+            .order_by(ApprovalDenial.id.desc()).first())

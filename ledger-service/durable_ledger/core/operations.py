@@ -30,7 +30,7 @@ from .audit import record_refusal
 from .digest import default_operation_key, request_digest
 from .jobs import get_job_and_lease  # noqa: F401 - re-exported for callers of this module
 from .leases import check_fence
-from .render import operation_dict
+from .render import iso, operation_dict
 from .secrets import redact
 
 _MISSING = object()
@@ -154,8 +154,15 @@ def _begin_round(principal, job_id, action, fencing_token, payload, digest, oper
                 return _result(S.HALT, op, job_id, "backoff", retry_after=wait)
         if approvals.needs_approval(job, action, requires_approval):
             if approvals.check_and_use(principal, job, action, digest, target) is None:
+                denial = approvals.active_denial(op, digest) if op is not None else None
+                if denial is not None:
+                    record_refusal(tenant, job.id, actor, "approval_denied", {"operation_key": key, "target": target})
+                    return _result(S.HALT, op, job_id, "approval_denied",
+                                   denial={"reason": denial.reason, "denied_by": denial.denied_by,
+                                           "at": iso(denial.created_at)})
                 record_refusal(tenant, job.id, actor, "approval_required", {"operation_key": key, "target": target})
-                op = op or _prepare(tenant, job, key, action, digest, fencing_token, target, max_attempts, actor)
+                op = op or _prepare(tenant, job, key, action, digest, fencing_token, target, max_attempts, actor,
+                                    _summary(payload) if payload is not _MISSING else None)
                 return _result(S.HALT, op, job_id, "approval_required")
             requires_approval = True
 
@@ -192,7 +199,20 @@ def _begin_round(principal, job_id, action, fencing_token, payload, digest, oper
         if resent is None:  # someone else moved it first; answer from what they left
             return _LOST_RACE
         return _result(S.DISPATCH, resent, job_id, **extra)
+    if decision == S.REUSE_RECEIPT:
+        _note_reuse(principal, job, op, fencing_token)
     return _result(decision, op, job_id, reason, **extra)
+
+
+def _note_reuse(principal, job, op, token):
+    """Evidence for the job timeline that a run was answered from the receipt instead of repeating
+    the side effect. Best effort (like refusals): the answer matters more than its record."""
+    try:
+        AuditLog.create(tenant=principal.tenant, job=job.id, actor=principal.actor, action="receipt_reused",
+                        detail={"operation_key": op.operation_key, "remote_id": op.remote_id, "fencing_token": token},
+                        created_at=time.time())
+    except Exception:  # noqa: BLE001
+        pass
 
 
 def _summary(payload):
@@ -234,10 +254,12 @@ def _insert_op(tenant, job, key, action, digest, token, target, max_attempts, st
     return Operation.get_by_id(new_id) if new_id else None
 
 
-def _prepare(tenant, job, key, action, digest, token, target, max_attempts, actor):
+def _prepare(tenant, job, key, action, digest, token, target, max_attempts, actor, summary=None):
+    """The waiting step, with its request summary: the approvals page shows what it would send."""
     now = time.time()
     with write_txn():
-        op = _insert_op(tenant, job, key, action, digest, token, target, max_attempts, S.PREPARED, True, None, now)
+        op = _insert_op(tenant, job, key, action, digest, token, target, max_attempts, S.PREPARED, True, summary,
+                        now)
         if op is not None:
             _event(op, job.id, None, S.PREPARED, actor, token, {"reason": "approval_required"}, now)
     return op or Operation.get(Operation.tenant == tenant, Operation.operation_key == key)

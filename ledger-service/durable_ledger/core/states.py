@@ -63,6 +63,7 @@ MESSAGES = {
     "awaiting_editor": "Reconciliation could not decide; an editor must resolve this operation in the review queue.",
     "abandoned": "An editor decided this side effect must not be done.",
     "approval_required": "This step needs a live approval bound to this version, content, target and action.",
+    "approval_denied": "An approver denied this step for this content (see denial.reason); nothing is dispatched unless it is approved later.",
     "cancelled": "The job was cancelled; nothing is dispatched for it any more.",
     "authorization_revoked": "The remote system refused our credentials; the job is halted until re-authorised.",
     "policy_changed": "The job's policy (tools, scopes) changed since it was approved; it is halted until re-approved.",

@@ -271,6 +271,23 @@ def read_post(site, post_id):
     return jsonify({"site": site, "post": post, "edit_url": _edit_url(site, post_id)})
 
 
+@bp.get("/v1/sites/<site>/media/<int:media_id>")
+def read_media(site, media_id):
+    """Read-only: one attachment (its file URL, alt text, title), e.g. a draft's featured image
+    for the approvals preview."""
+    client = _site(site, "runner", "editor")
+    try:
+        status, body = client.read_media(media_id)
+    except requests.RequestException as exc:
+        raise WordPressUnavailable(f"WordPress site '{site}' is unreachable", {"site": site}) from exc
+    if status == 404 or (status == 200 and not isinstance(body, dict)):
+        raise PostNotFound(f"no media {media_id} on '{site}'", {"site": site, "media_id": media_id})
+    if status != 200:
+        raise WordPressUnavailable(f"reading media {media_id} on '{site}' answered {status}", {"site": site})
+    media = {k: (v.get("raw") if isinstance(v, dict) and "raw" in v else v) for k, v in body.items() if k in MEDIA_FIELDS}
+    return jsonify({"site": site, "media": media, "edit_url": _edit_url(site, media_id)})
+
+
 def _lookup_tenant() -> str:
     """Lookups see the caller's tenant only; an admin token (the ledger's reconciler serving
     several tenants) may name the tenant with `?tenant=`."""

@@ -1,0 +1,281 @@
+"""The console: one sign-in for editors, approvers and admins; server-rendered, no JavaScript.
+
+Pages: jobs list and one job's timeline (every console role), approvals (approver), review queue
+(editor; see console_review.py). The old /review URLs redirect here (review_page.py).
+
+Sign-in is the ledger token. The session cookie (signed, HttpOnly, SameSite=Strict; Secure when
+DURABLE_COOKIE_SECURE=1) holds only the token's sha256, never the token itself, so a leaked
+cookie cannot be replayed against the API; the hash is re-checked on every request, so a revoked
+token stops working within the token-cache TTL. Every form carries a CSRF token. Every page is
+tenant-scoped through the signed-in principal: another tenant's job or operation is a 404.
+"""
+
+import json
+import secrets
+from functools import wraps
+
+from flask import Blueprint, flash, redirect, render_template, request, session, url_for
+from flask.sessions import NullSession, SecureCookieSessionInterface
+
+from ..auth import authenticate, authenticate_hash, hash_token
+from ..core import approval_decisions as decisions
+from ..core import timeline as tl
+from ..errors import Forbidden, LedgerError, NotFound, Unauthorized
+from ..models import AuditLog, OperationEvent, Setting
+from ..core.operations import get_operation
+from ..core.render import iso
+from . import preview
+from .context import config
+
+bp = Blueprint("console", __name__, url_prefix="/console")
+CONSOLE_ROLES = ("editor", "approver")  # admin passes every role check
+SESSION_PREFIXES = ("/console", "/review")
+CSP = ("default-src 'none'; style-src 'unsafe-inline'; img-src 'self' http: https: data:; frame-src 'self'; "
+       "form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+HOME = {"approver": "console.approvals", "editor": "console.review_queue", "admin": "console.jobs"}
+EXPIRY_CHOICES_H = (1, 8, 24, 72, 168)
+
+
+class ConsoleSessions(SecureCookieSessionInterface):
+    """Only the console has a session; the API (the gate's hot path) never parses a cookie."""
+
+    def open_session(self, app, request):
+        if not request.path.startswith(SESSION_PREFIXES):
+            return self.make_null_session(app)
+        return super().open_session(app, request)
+
+    def save_session(self, app, session, response):
+        if not isinstance(session, NullSession):
+            super().save_session(app, session, response)
+
+
+def security_headers(resp):
+    resp.headers.setdefault("Content-Security-Policy", CSP)
+    resp.headers["X-Content-Type-Options"] = "nosniff"
+    resp.headers["X-Frame-Options"] = "DENY"
+    resp.headers["Referrer-Policy"] = "no-referrer"
+    resp.headers["Cache-Control"] = "no-store"
+    return resp
+
+
+bp.after_request(security_headers)
+
+
+@bp.app_template_filter("pretty_json")
+def pretty_json(value, indent=None):
+    """JSON for people: readable non-ASCII and markup (autoescaping makes it safe), unlike `tojson`,
+    which escapes < > & ' as \\u003c... for use inside <script>."""
+    return json.dumps(value, indent=indent, ensure_ascii=False, sort_keys=True, default=str)
+
+
+@bp.app_template_filter("short_time")
+def short_time(value):
+    """'2026-05-02T10:11:12.345Z' -> '2026-05-02 10:11:12 UTC' (the title attribute keeps the full value)."""
+    if not value:
+        return "—"
+    return value.replace("T", " ")[:19] + " UTC"
+
+
+@bp.app_template_filter("iso_time")
+def iso_time(ts):
+    return iso(ts)
+
+
+def session_secret(cfg):
+    """DURABLE_SECRET_KEY, or one random key stored once in the database for all workers."""
+    if cfg.secret_key:
+        return cfg.secret_key
+    Setting.insert(key="session_secret", value=secrets.token_urlsafe(48)).on_conflict_ignore().execute()
+    return Setting.get_by_id("session_secret").value
+
+
+def current_user():
+    key = session.get("token_sha256")
+    if not key:
+        return None
+    try:
+        return authenticate_hash(key, config().token_cache_ttl_s).require(*CONSOLE_ROLES)
+    except (Unauthorized, Forbidden):
+        session.clear()
+        return None
+
+
+def csrf_token():
+    if "csrf" not in session:
+        session["csrf"] = secrets.token_urlsafe(24)
+    return session["csrf"]
+
+
+def check_csrf():
+    if not secrets.compare_digest(request.form.get("csrf", ""), session.get("csrf", "")):
+        raise Forbidden("the form expired; reload the page and try again", {})
+
+
+def nav(who):
+    items = [("Jobs", "console.jobs", "console.job")]
+    if who.role in ("approver", "admin"):
+        items.append(("Approvals", "console.approvals", "console.approv"))
+    if who.role in ("editor", "admin"):
+        items.append(("Review queue", "console.review_queue", "console.review"))
+    return items
+
+
+def page(template, who, status=200, **ctx):
+    return render_template(template, who=who, nav=nav(who) if who else [], csrf=csrf_token(), **ctx), status
+
+
+def signed_in(*roles):
+    """The view gets the principal; not signed in -> the sign-in form (it comes back here)."""
+    def wrap(view):
+        @wraps(view)
+        def inner(*args, **kwargs):
+            who = current_user()
+            if who is None:
+                if request.method != "GET":
+                    return redirect(url_for("console.home"))
+                return page("console_login.html", None, next=request.full_path.rstrip("?"))
+            if roles and who.role != "admin" and who.role not in roles:
+                return page("console_forbidden.html", who, 403, needs=roles)
+            return view(who, *args, **kwargs)
+        return inner
+    return wrap
+
+
+def _safe_next(value):
+    if value and value.startswith(SESSION_PREFIXES) and not value.startswith("//") and "\\" not in value:
+        return value
+    return None
+
+
+@bp.get("")
+@bp.get("/")
+@signed_in()
+def home(who):
+    return redirect(url_for(HOME.get(who.role, "console.jobs")))
+
+
+@bp.post("/login")
+def login():
+    check_csrf()
+    raw = request.form.get("token", "").strip()
+    nxt = _safe_next(request.form.get("next"))
+    try:
+        who = authenticate(raw, config().token_cache_ttl_s).require(*CONSOLE_ROLES)
+    except (Unauthorized, Forbidden) as exc:
+        flash(f"Sign-in refused: {exc.message}", "error")
+        return redirect(nxt or url_for("console.home"))
+    session.clear()
+    session["token_sha256"] = hash_token(raw)
+    flash(f"Signed in as {who.name} ({who.role}, tenant {who.tenant}).", "info")
+    return redirect(nxt or url_for(HOME.get(who.role, "console.jobs")))
+
+
+@bp.post("/logout")
+def logout():
+    check_csrf()
+    session.clear()
+    return redirect(url_for("console.home"))
+
+
+# ---------------------------------------------------------------------------------------- jobs
+
+
+@bp.get("/jobs")
+@signed_in()
+def jobs(who):
+    a = request.args
+    filters = {"status": a.get("status") or None, "phase": a.get("phase") or None,
+               "has_unknown": a.get("unknown") == "1", "awaiting_approval": a.get("approval") == "1",
+               "search": (a.get("q") or "").strip()[:255] or None}
+    try:
+        page_no = max(1, min(int(a.get("page", 1)), 100000))
+    except ValueError:
+        page_no = 1
+    rows, total = tl.list_jobs(who.tenant, page=page_no, **filters)
+    pages = max(1, -(-total // tl.PAGE_SIZE))
+    args = {k: v for k, v in a.items() if k != "page" and v}
+    return page("console_jobs.html", who, rows=rows, total=total, page_no=page_no, pages=pages, args=args,
+                phases=tl.tenant_phases(who.tenant), statuses=("active", "halted", "cancelled", "completed"))
+
+
+@bp.get("/jobs/<job_id>")
+@signed_in()
+def job(who, job_id):
+    return page("console_job.html", who, **tl.job_timeline(who.tenant, job_id, config().n8n_url))
+
+
+# ----------------------------------------------------------------------------------- approvals
+
+
+def _asked(op):
+    ev = (OperationEvent.select().where(OperationEvent.operation == op.id, OperationEvent.to_state == "PREPARED")
+          .order_by(OperationEvent.id).first())
+    return {"by": ev.actor if ev else None, "at": iso(ev.created_at if ev else op.created_at)}
+
+
+@bp.get("/approvals")
+@signed_in("approver")
+def approvals(who):
+    items = [{**w, "asked": _asked(w["op"]), "summary": w["op"].request_summary or {}}
+             for w in decisions.waiting(who.tenant)]
+    recent = list(AuditLog.select().where(AuditLog.tenant == who.tenant,
+                                          AuditLog.action.in_(("approval_granted", "approval_denied")))
+                  .order_by(AuditLog.id.desc()).limit(10))
+    return page("console_approvals.html", who, items=items, recent=recent)
+
+
+def _operation_or_404(who, key):
+    return get_operation(who.tenant, key)  # another tenant's key: OperationNotFound -> not_found below
+
+
+@bp.errorhandler(NotFound)
+def not_found(exc):
+    return page("console_not_found.html", current_user(), 404, what=exc.message)
+
+
+@bp.get("/approvals/<path:key>")
+@signed_in("approver")
+def approval(who, key):
+    op = _operation_or_404(who, key)
+    cfg = config()
+    prev = preview.publish_preview(op, cfg) if preview.is_publish_preview(op) else None
+    default_h = min(EXPIRY_CHOICES_H, key=lambda h: abs(h * 3600 - cfg.approval_ttl_s))
+    return page("console_approval.html", who, op=op, job_id=op.job.job_id, preview=prev, asked=_asked(op),
+                status=decisions.status_of(op), denial=decisions.active_denial(op), summary=op.request_summary or {},
+                expiry_choices=EXPIRY_CHOICES_H, default_h=default_h)
+
+
+@bp.post("/approvals/<path:key>/approve")
+@signed_in("approver")
+def approve(who, key):
+    check_csrf()
+    op = _operation_or_404(who, key)
+    try:
+        hours = float(request.form.get("expires_in_h") or config().approval_ttl_s / 3600)
+        approval_row, created = decisions.approve(
+            who, key, request.form.get("digest", ""), ttl_s=hours * 3600, note=request.form.get("note") or None,
+            check_content=preview.check_unchanged(config()))
+    except (LedgerError, ValueError) as exc:
+        flash(f"Not approved: {getattr(exc, 'message', 'the expiry must be a number of hours')}", "error")
+        return redirect(url_for("console.approval", key=key))
+    flash(f"{op.action} for job {op.job.job_id}: " + ("approved until " + iso(approval_row.expires_at)
+          if created else "was already approved; nothing changed") + ".", "info")
+    return redirect(url_for("console.approvals"))
+
+
+@bp.post("/approvals/<path:key>/deny")
+@signed_in("approver")
+def deny(who, key):
+    check_csrf()
+    op = _operation_or_404(who, key)
+    try:
+        _denial, created = decisions.deny(who, key, request.form.get("digest", ""), request.form.get("reason"))
+    except LedgerError as exc:
+        flash(f"Not denied: {exc.message}", "error")
+        return redirect(url_for("console.approval", key=key))
+    flash(f"{op.action} for job {op.job.job_id}: " + ("denied; the workflow stops with approval_denied"
+          if created else "was already denied; nothing changed") + ".", "info")
+    return redirect(url_for("console.approvals"))
+
+
+from . import console_review  # noqa: E402,F401 - registers the review queue pages on bp

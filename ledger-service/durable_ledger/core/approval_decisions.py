@@ -1,0 +1,158 @@
+"""Deciding on one waiting operation: approve or deny what the gate halted with approval_required.
+
+The gate (`operations.begin`) records a gated step it may not dispatch as PREPARED with
+``requires_approval``. An approver decides on *that* operation, so the approval is bound to its
+job, task version, action, request digest (the content digest) and target, until an expiry.
+
+Both decisions are bound to what the approver was shown: the caller passes the digest it
+displayed, and a check (for a WordPress publish: the post read back through the proxy, see
+``api/preview.py``) that raises ``ContentChanged`` when the remote content moved since. The
+digest of an operation key never changes (a new digest is a 422 at the gate), so a changed
+digest means the page showed another operation's version.
+
+Double submits are no-ops. The decision runs in one write transaction that first locks the
+operation row (SQLite's IMMEDIATE lock; FOR UPDATE on PostgreSQL), then looks for a decision
+already standing for the same binding:
+
+    click 1: lock op ... no live approval -> INSERT approval ... commit
+    click 2:        lock op (waits) ...................................... sees it -> no-op
+
+Denial: a row in ``approval_denial`` for (operation, digest). While it stands `begin` answers
+halt/``approval_denied`` (with the reason) instead of approval_required. A later approval of the
+same digest lifts it (the approver changed their mind: that is an explicit decision, audited);
+a denial revokes live approvals of the same binding that the workflow has not used yet.
+"""
+
+import time
+
+from ..db import is_sqlite, write_txn
+from ..errors import ContentChanged, InvalidTransition, ValidationFailed
+from ..models import Approval, ApprovalDenial, Job, Operation
+from . import approval_waits
+from . import states as S
+from .approvals import active_denial
+from .audit import audit
+from .operations import get_operation
+
+DEFAULT_TTL_S = 24 * 3600
+MAX_TTL_S = 90 * 86400
+
+
+def _lock(op):
+    q = Operation.select().where(Operation.id == op.id)
+    if not is_sqlite():
+        q = q.for_update()
+    return q.get()
+
+
+def _binding(op):
+    return (Approval.job == op.job_id, Approval.task_version == op.task_version, Approval.action == op.action,
+            Approval.content_digest == op.request_hash, Approval.target == (op.target or ""),
+            Approval.revoked_at.is_null())
+
+
+def _check_shown(op, shown_digest):
+    if shown_digest != op.request_hash:
+        raise ContentChanged("the request changed since the page was shown; reload it and decide again",
+                             {"operation_key": op.operation_key, "shown": shown_digest, "current": op.request_hash})
+
+
+def approve(principal, key, shown_digest, ttl_s=None, note=None, check_content=None, now=None):
+    """Returns (approval, created). ``created`` is False when the same approval already stood."""
+    principal.require("approver")
+    op = get_operation(principal.tenant, key)
+    _check_shown(op, shown_digest)
+    ttl_s = DEFAULT_TTL_S if ttl_s is None else float(ttl_s)
+    if not 60 <= ttl_s <= MAX_TTL_S:
+        raise ValidationFailed(f"expiry must be between 60 s and {MAX_TTL_S} s from now", {"field": "expires_in_s"})
+    if op.state != S.PREPARED or not op.requires_approval:
+        existing = Approval.select().where(*_binding(op)).order_by(Approval.id.desc()).first()
+        if existing is not None:
+            return existing, False  # approved and already used by the workflow: a late second click
+        raise InvalidTransition(f"operation is {op.state}; it is not waiting for an approval", {"state": op.state})
+    if check_content is not None:
+        check_content(op)  # outside the transaction: it may ask WordPress (seconds, not a lock hold)
+    now = time.time() if now is None else now
+    with write_txn():
+        op = _lock(op)
+        live = (Approval.select().where(*_binding(op), Approval.expires_at > now)
+                .order_by(Approval.id.desc()).first())
+        if live is not None:
+            return live, False
+        job = Job.get_by_id(op.job_id)
+        approval = Approval.create(
+            tenant=principal.tenant, job=op.job_id, task_version=op.task_version, action=op.action,
+            content_digest=op.request_hash, target=op.target or "", policy_hash=job.policy_hash,
+            expires_at=now + ttl_s, approved_by=principal.actor, note=note, created_at=now)
+        lifted = (ApprovalDenial.update(lifted_at=now, lifted_by=principal.actor)
+                  .where(ApprovalDenial.operation == op.id, ApprovalDenial.content_digest == op.request_hash,
+                         ApprovalDenial.lifted_at.is_null()).execute())
+        audit(principal.tenant, op.job_id, principal.actor, "approval_granted",
+              {"approval_id": approval.id, "operation_key": op.operation_key, "task_version": op.task_version,
+               "action": op.action, "content_digest": op.request_hash, "target": op.target,
+               "expires_at": approval.expires_at, "note": note, "denial_lifted": bool(lifted)})
+    approval_waits.decision_made(principal.tenant, op.operation_key, "approved", note)
+    return approval, True
+
+
+def deny(principal, key, shown_digest, reason, now=None):
+    """Returns (denial, created). Denying needs no read-back: refusing is always safe."""
+    principal.require("approver")
+    reason = (reason or "").strip()
+    if not reason:
+        raise ValidationFailed("a denial needs a reason (the workflow shows it)", {"field": "reason"})
+    if len(reason) > 2000:
+        raise ValidationFailed("reason is longer than 2000 characters", {"field": "reason"})
+    op = get_operation(principal.tenant, key)
+    _check_shown(op, shown_digest)
+    if op.state != S.PREPARED or not op.requires_approval:
+        raise InvalidTransition(f"operation is {op.state}; it is not waiting for an approval", {"state": op.state})
+    now = time.time() if now is None else now
+    with write_txn():
+        op = _lock(op)
+        if op.state != S.PREPARED:
+            raise InvalidTransition(f"operation moved to {op.state} while you were deciding", {"state": op.state})
+        standing = active_denial(op)
+        if standing is not None:
+            return standing, False
+        denial = ApprovalDenial.create(tenant=principal.tenant, operation=op.id, job=op.job_id,
+                                       content_digest=op.request_hash, reason=reason, denied_by=principal.actor,
+                                       created_at=now)
+        for a in Approval.select().where(*_binding(op), Approval.used_at.is_null()):
+            Approval.update(revoked_at=now, revoked_by=principal.actor).where(Approval.id == a.id).execute()
+            audit(principal.tenant, op.job_id, principal.actor, "approval_revoked",
+                  {"approval_id": a.id, "operation_key": op.operation_key, "because": "denied"})
+        audit(principal.tenant, op.job_id, principal.actor, "approval_denied",
+              {"denial_id": denial.id, "operation_key": op.operation_key, "task_version": op.task_version,
+               "action": op.action, "content_digest": op.request_hash, "target": op.target, "reason": reason})
+    approval_waits.decision_made(principal.tenant, op.operation_key, "denied", reason)
+    return denial, True
+
+
+def waiting(tenant, limit=200):
+    """Operations the gate halted for an approval, oldest first, with their standing decision."""
+    ops = list(Operation.select(Operation, Job).join(Job)
+               .where(Operation.tenant == tenant, Operation.state == S.PREPARED, Operation.requires_approval == True)  # noqa: E712
+               .order_by(Operation.created_at).limit(limit))
+    now = time.time()
+    out = []
+    for op in ops:
+        live = (Approval.select().where(*_binding(op), Approval.expires_at > now).order_by(Approval.id.desc()).first())
+        out.append({"op": op, "approval": live, "denial": active_denial(op)})
+    return out
+
+
+def status_of(op, now=None):
+    """'approved' (a live approval waits for the workflow), 'denied', or 'waiting'."""
+    now = time.time() if now is None else now
+    if Approval.select().where(*_binding(op), Approval.expires_at > now).exists():
+        return "approved"
+    return "denied" if active_denial(op) is not None else "waiting"
+
+
+def denial_dict(d):
+    from .render import iso
+
+    return {"id": d.id, "operation_key": d.operation.operation_key, "content_digest": d.content_digest,
+            "reason": d.reason, "denied_by": d.denied_by, "created_at": iso(d.created_at),
+            "lifted_at": iso(d.lifted_at), "lifted_by": d.lifted_by}

@@ -1,0 +1,332 @@
+"""Deciding on waiting operations (core, HTTP API) and the console pages, on both backends.
+
+The WordPress read-back of a publish preview is exercised against a real proxy and WordPress in
+tests/reconcile/test_console_browser.py; here the gated step is a generic one (no read-back).
+"""
+
+import re
+import threading
+import time
+from urllib.parse import quote
+
+import pytest
+from conftest import auth
+
+from durable_ledger.api import preview
+from durable_ledger.auth import Principal, create_token
+from durable_ledger.core import approval_decisions, approval_waits
+from durable_ledger.db import db
+from durable_ledger.errors import ContentChanged, OperationNotFound
+from durable_ledger.models import Approval, ApprovalDenial, AuditLog
+
+APPROVER, EDITOR = auth("approver-token"), auth("editor-token")
+PAYLOAD = {"title": "<script>alert('t')</script> Ten tips", "post_id": 7, "channel": "newsletter"}
+
+
+@pytest.fixture
+def tok(client):
+    client.put("/v1/jobs/j1", json={"pipeline": "generic"}, headers=auth())
+    return client.post("/v1/jobs/j1/lease", json={"owner": "w1"}, headers=auth()).get_json()["fencing_token"]
+
+
+@pytest.fixture
+def decisions_seen(monkeypatch):
+    seen = []
+    monkeypatch.setattr(approval_waits, "decision_made", lambda *a: seen.append(a))
+    return seen
+
+
+def begin(client, tok, payload=PAYLOAD, action="send_newsletter"):
+    r = client.post("/v1/operations/begin", headers=auth(), json={
+        "job_id": "j1", "action": action, "payload": payload, "fencing_token": tok,
+        "target": "mail:list-1", "requires_approval": True})
+    assert r.status_code == 200, r.get_json()
+    return r.get_json()
+
+
+def halted(client, tok):
+    out = begin(client, tok)
+    assert (out["decision"], out["reason"]) == ("halt", "approval_required")
+    return out["operation"]["operation_key"], out["operation"]["request_hash"]
+
+
+def op_url(key, verb):
+    return f"/v1/operations/{quote(key, safe='')}/{verb}"
+
+
+def test_console_approve_binds_the_operation_and_lifts_the_gate(client, tok, decisions_seen):
+    key, digest = halted(client, tok)
+    t0 = time.time()
+    r = client.post(op_url(key, "approve"), headers=APPROVER, json={"content_digest": digest, "note": "ok"})
+    assert r.status_code == 201, r.get_json()
+    a = r.get_json()["approval"]
+    assert (a["job_id"], a["task_version"], a["action"], a["content_digest"], a["target"], a["approved_by"]) == \
+        ("j1", 1, "send_newsletter", digest, "mail:list-1", "approver:bootstrap-acme-approver")
+    with db.connection_context():
+        expires = Approval.get_by_id(a["id"]).expires_at
+        granted = [x for x in AuditLog.select() if x.action == "approval_granted"]
+    assert 24 * 3600 - 5 < expires - t0 < 24 * 3600 + 5  # DURABLE_APPROVAL_TTL_S default
+    assert granted[0].actor == "approver:bootstrap-acme-approver" and granted[0].detail["operation_key"] == key
+    assert decisions_seen == [("acme", key, "approved", "ok")]
+    out = begin(client, tok)
+    assert out["decision"] == "dispatch"
+    # a late second click, after the workflow used the approval: still one approval, no error
+    r = client.post(op_url(key, "approve"), headers=APPROVER, json={"content_digest": digest})
+    assert (r.status_code, r.get_json()["created"]) == (200, False)
+    with db.connection_context():
+        assert Approval.select().count() == 1
+
+
+def test_console_approve_refuses_a_digest_other_than_shown(client, tok, decisions_seen):
+    key, digest = halted(client, tok)
+    other = "0" * 64
+    for verb, body in (("approve", {"content_digest": other}), ("deny", {"content_digest": other, "reason": "x"})):
+        r = client.post(op_url(key, verb), headers=APPROVER, json=body)
+        assert (r.status_code, r.get_json()["error"]["code"]) == (409, "content_changed")
+    with db.connection_context():
+        assert Approval.select().count() == 0 and ApprovalDenial.select().count() == 0
+    assert decisions_seen == []
+    assert begin(client, tok)["reason"] == "approval_required"
+
+
+def test_console_content_check_refuses_before_anything_is_written(database, client, tok):
+    key, digest = halted(client, tok)
+
+    def changed(op):
+        raise ContentChanged("edited in WordPress", {})
+    with db.connection_context():
+        with pytest.raises(ContentChanged):
+            approval_decisions.approve(Principal("acme", "approver", "a"), key, digest, check_content=changed)
+        assert Approval.select().count() == 0
+
+
+def test_console_deny_halts_with_the_reason_until_approved(client, tok, decisions_seen):
+    key, digest = halted(client, tok)
+    r = client.post(op_url(key, "deny"), headers=APPROVER, json={"content_digest": digest, "reason": "wrong list"})
+    assert r.status_code == 201, r.get_json()
+    assert r.get_json()["denial"]["denied_by"] == "approver:bootstrap-acme-approver"
+    out = begin(client, tok)
+    assert (out["decision"], out["reason"], out["denial"]["reason"]) == ("halt", "approval_denied", "wrong list")
+    assert "denied" in out["message"]
+    assert out["operation"]["state"] == "PREPARED"
+    again = client.post(op_url(key, "deny"), headers=APPROVER, json={"content_digest": digest, "reason": "again"})
+    assert (again.status_code, again.get_json()["created"]) == (200, False)
+    with db.connection_context():
+        assert ApprovalDenial.select().count() == 1
+        assert [x.actor for x in AuditLog.select() if x.action == "approval_denied"] == \
+            ["approver:bootstrap-acme-approver"]
+    # the approver changes their mind: an approval of the same digest lifts the denial
+    r = client.post(op_url(key, "approve"), headers=APPROVER, json={"content_digest": digest})
+    assert r.status_code == 201
+    assert begin(client, tok)["decision"] == "dispatch"
+    assert decisions_seen == [("acme", key, "denied", "wrong list"), ("acme", key, "approved", None)]
+
+
+def test_console_deny_revokes_an_unused_approval(client, tok):
+    key, digest = halted(client, tok)
+    client.post(op_url(key, "approve"), headers=APPROVER, json={"content_digest": digest})
+    r = client.post(op_url(key, "deny"), headers=APPROVER, json={"content_digest": digest, "reason": "changed mind"})
+    assert r.status_code == 201
+    assert begin(client, tok)["reason"] == "approval_denied"
+
+
+def test_console_deny_needs_a_reason(client, tok):
+    key, digest = halted(client, tok)
+    for body in ({"content_digest": digest}, {"content_digest": digest, "reason": ""}):
+        assert client.post(op_url(key, "deny"), headers=APPROVER, json=body).status_code == 422
+    with db.connection_context():
+        with pytest.raises(Exception) as exc:
+            approval_decisions.deny(Principal("acme", "approver", "a"), key, digest, "   ")
+    assert exc.value.code == "validation_error"
+
+
+def test_console_concurrent_double_submit_makes_one_approval(app, client, tok, decisions_seen):
+    key, digest = halted(client, tok)
+    results, barrier = [], threading.Barrier(6)
+
+    def click():
+        c = app.test_client()
+        barrier.wait()
+        r = c.post(op_url(key, "approve"), headers=APPROVER, json={"content_digest": digest})
+        results.append((r.status_code, (r.get_json() or {}).get("created")))
+    threads = [threading.Thread(target=click) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert sorted(results) == [(200, False)] * 5 + [(201, True)], results
+    with db.connection_context():
+        assert Approval.select().count() == 1
+    assert len(decisions_seen) == 1
+
+
+def test_console_decisions_need_the_approver_role_and_the_tenant(client, tok):
+    key, digest = halted(client, tok)
+    for h in (auth(), EDITOR):
+        r = client.post(op_url(key, "approve"), headers=h, json={"content_digest": digest})
+        assert r.status_code == 403
+    assert client.get("/v1/approvals/pending", headers=auth()).status_code == 403
+    with db.connection_context():
+        with pytest.raises(OperationNotFound):
+            approval_decisions.approve(Principal("other", "approver", "x"), key, digest)
+    create_token("other", "approver", raw="other-approver")
+    r = client.post(op_url(key, "approve"), headers=auth("other-approver"), json={"content_digest": digest})
+    assert (r.status_code, r.get_json()["error"]["code"]) == (404, "operation_not_found")
+    pending = client.get("/v1/approvals/pending", headers=APPROVER).get_json()["pending"]
+    assert [(p["operation"]["operation_key"], p["status"]) for p in pending] == [(key, "waiting")]
+    assert client.get("/v1/approvals/pending", headers=auth("other-approver")).get_json()["pending"] == []
+
+
+def test_console_nothing_to_approve_for_a_step_that_never_waited(client, tok):
+    out = client.post("/v1/operations/begin", headers=auth(), json={
+        "job_id": "j1", "action": "create_draft", "payload": {"a": 1}, "fencing_token": tok}).get_json()
+    r = client.post(op_url(out["operation"]["operation_key"], "approve"), headers=APPROVER,
+                    json={"content_digest": out["operation"]["request_hash"]})
+    assert (r.status_code, r.get_json()["error"]["code"]) == (409, "invalid_transition")
+
+
+# ------------------------------------------------------------------------------ the pages
+
+
+def sign_in(app, token):
+    page = app.test_client()
+    csrf = re.search(r'name="csrf" value="([^"]+)"', page.get("/console/").get_data(as_text=True)).group(1)
+    r = page.post("/console/login", data={"token": token, "csrf": csrf})
+    # signing in starts a new session, with a new CSRF token
+    csrf = re.search(r'name="csrf" value="([^"]+)"', page.get("/console/jobs").get_data(as_text=True)).group(1)
+    return page, csrf, r
+
+
+def test_console_sign_in_roles_and_navigation(app, client, tok):
+    page = app.test_client()
+    csrf = re.search(r'name="csrf" value="([^"]+)"', page.get("/console/").get_data(as_text=True)).group(1)
+    r = page.post("/console/login", data={"token": "runner-token", "csrf": csrf})  # runners cannot sign in
+    assert r.status_code == 302 and "Set-Cookie" not in r.headers or "token_sha256" not in r.headers["Set-Cookie"]
+    assert "Sign-in refused" in page.get("/console/").get_data(as_text=True)
+    assert page.get("/console/jobs").get_data(as_text=True).count('id="token"') == 1  # still the sign-in form
+    assert page.post("/console/login", data={"token": "approver-token"}).status_code == 403  # no CSRF token
+    page, csrf, r = sign_in(app, "approver-token")
+    assert r.headers["Location"].endswith("/console/approvals")
+    cookie = r.headers["Set-Cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "approver-token" not in cookie
+    html = page.get("/console/approvals").get_data(as_text=True)
+    assert "Approvals" in html and "Jobs" in html and "Review queue" not in html
+    assert page.get("/console/review").status_code == 403
+    page, csrf, r = sign_in(app, "editor-token")
+    assert r.headers["Location"].endswith("/console/review")
+    html = page.get("/console/jobs").get_data(as_text=True)
+    assert "Review queue" in html and ">Approvals<" not in html
+    assert page.get("/console/approvals").status_code == 403
+    resp = page.get("/console/jobs")
+    assert "script-src" not in resp.headers["Content-Security-Policy"]
+    assert "default-src 'none'" in resp.headers["Content-Security-Policy"]
+    assert resp.headers["X-Frame-Options"] == "DENY" and resp.headers["X-Content-Type-Options"] == "nosniff"
+    # the old review URLs still answer (redirect into the console)
+    assert page.get("/review").headers["Location"].endswith("/console/review")
+
+
+def test_console_approve_in_the_page_with_csrf_and_double_submit(app, client, tok):
+    key, digest = halted(client, tok)
+    page, csrf, _ = sign_in(app, "approver-token")
+    listing = page.get("/console/approvals").get_data(as_text=True)
+    assert "send_newsletter" in listing and "<script>alert" not in listing and "&lt;script&gt;" in listing
+    item = page.get(f"/console/approvals/{quote(key, safe='')}").get_data(as_text=True)
+    assert digest in item and "mail:list-1" in item and "runner:bootstrap-acme-runner" in item
+    assert "<script>alert" not in item
+    url = f"/console/approvals/{quote(key, safe='')}/approve"
+    assert page.post(url, data={"digest": digest}).status_code == 403  # no CSRF token
+    assert page.post(url, data={"digest": digest, "csrf": "forged"}).status_code == 403
+    with db.connection_context():
+        assert Approval.select().count() == 0
+    r = page.post(url, data={"digest": "1" * 64, "csrf": csrf})  # the page showed another digest
+    assert "Not approved" in page.get(r.headers["Location"]).get_data(as_text=True)
+    for _ in range(2):
+        r = page.post(url, data={"digest": digest, "csrf": csrf, "expires_in_h": "8"})
+        assert r.status_code == 302 and r.headers["Location"].endswith("/console/approvals")
+    flashes = page.get("/console/approvals").get_data(as_text=True)
+    assert "already approved" in flashes
+    with db.connection_context():
+        [a] = list(Approval.select())
+        assert a.content_digest == digest and 8 * 3600 - 60 < a.expires_at - a.created_at <= 8 * 3600
+
+
+def test_console_deny_in_the_page(app, client, tok):
+    key, digest = halted(client, tok)
+    page, csrf, _ = sign_in(app, "approver-token")
+    url = f"/console/approvals/{quote(key, safe='')}/deny"
+    r = page.post(url, data={"digest": digest, "csrf": csrf, "reason": ""})
+    assert "Not denied" in page.get(r.headers["Location"]).get_data(as_text=True)
+    r = page.post(url, data={"digest": digest, "csrf": csrf, "reason": "<b>off-brand</b>"})
+    html = page.get("/console/approvals").get_data(as_text=True)
+    assert "denied" in html and "&lt;b&gt;off-brand&lt;/b&gt;" in html
+    assert begin(client, tok)["reason"] == "approval_denied"
+
+
+def test_console_other_tenants_ids_are_not_found(app, client, tok):
+    key, _ = halted(client, tok)
+    create_token("other", "approver", raw="other-approver")
+    page, _, _ = sign_in(app, "other-approver")
+    assert page.get("/console/jobs/j1").status_code == 404
+    assert page.get(f"/console/approvals/{quote(key, safe='')}").status_code == 404
+    assert "j1" not in page.get("/console/jobs").get_data(as_text=True)
+    assert page.get("/console/approvals").get_data(as_text=True).count("send_newsletter") == 0
+
+
+def test_console_jobs_list_filters_search_and_pages(app, client, tok):
+    halted(client, tok)  # j1 waits for an approval
+    for i in range(30):
+        client.put(f"/v1/jobs/batch-{i:02d}", json={}, headers=auth())
+    client.put("/v1/jobs/lost-1", json={}, headers=auth())
+    t = client.post("/v1/jobs/lost-1/lease", json={"owner": "w"}, headers=auth()).get_json()["fencing_token"]
+    k = client.post("/v1/operations/begin", headers=auth(), json={
+        "job_id": "lost-1", "action": "create_draft", "payload": {"a": 1}, "fencing_token": t}).get_json()
+    client.post(op_url(k["operation"]["operation_key"], "unknown"), headers=auth(), json={"fencing_token": t})
+    page, _, _ = sign_in(app, "editor-token")
+
+    def ids(query):
+        return re.findall(r'<a href="/console/jobs/([^"]+)"><code>', page.get("/console/jobs" + query).get_data(as_text=True))
+    assert len(ids("")) == 25 and len(ids("?page=2")) == 7
+    assert ids("?approval=1") == ["j1"]
+    assert ids("?unknown=1") == ["lost-1"]
+    assert sorted(ids("?q=BATCH-0")) == [f"batch-0{i}" for i in range(10)]
+    assert ids("?status=cancelled") == []
+    assert "older" in page.get("/console/jobs").get_data(as_text=True)
+
+
+def test_console_timeline_shows_each_event_in_order(app, client, tok):
+    key, digest = halted(client, tok)
+    client.post(op_url(key, "approve"), headers=APPROVER, json={"content_digest": digest})
+    assert begin(client, tok)["decision"] == "dispatch"
+    client.post(op_url(key, "confirm"), headers=auth(), json={"fencing_token": tok, "remote_id": "m-1",
+                                                             "receipt": {"api_key": "plain-secret-1"}})
+    assert begin(client, tok)["decision"] == "reuse_receipt"
+    page, _, _ = sign_in(app, "editor-token")
+    html = page.get("/console/jobs/j1").get_data(as_text=True)
+    assert "plain-secret-1" not in html and "<script>alert" not in html
+    order = ["job created", "lease acquired by w1", "prepared; waiting for an approval", "approval granted",
+             "approval used", "sent (attempt", "confirmed: remote id m-1", "receipt reused"]
+    positions = [html.find(text) for text in order]
+    assert -1 not in positions, list(zip(order, positions))
+    assert positions == sorted(positions), list(zip(order, positions))
+
+
+def test_console_preview_body_is_sanitised_and_framed():
+    doc = preview.frame_document('<p onclick="x()">Hi</p><script>alert(1)</script><img src=x onerror=alert(2)>'
+                                 '<a href="javascript:alert(3)">l</a><iframe src="https://evil"></iframe>',
+                                 "<script>alert('title')</script>")
+    assert "<script" not in doc.replace("&lt;script", "") and "onerror" not in doc and "onclick" not in doc
+    assert "javascript:" not in doc and "<iframe" not in doc and "default-src 'none'" in doc
+    assert "&lt;script&gt;alert(&#39;title&#39;)&lt;/script&gt;" in doc
+
+
+def test_console_readback_digest_is_the_publish_payload_digest():
+    import hashlib
+
+    from durable_ledger.core.digest import request_digest
+
+    content = "<p>Body</p>"
+    payload = {"post_id": 5, "content_sha256": hashlib.sha256(content.encode()).hexdigest(), "title": "T",
+               "featured_media": 9}
+    post = {"id": 5, "content": content, "title": "T", "featured_media": 9}
+    assert preview.readback_digest(payload, post) == request_digest(payload)
+    assert preview.readback_digest(payload, {**post, "content": "<p>Edited</p>"}) != request_digest(payload)
