@@ -15,6 +15,8 @@ const EXPLANATIONS: Record<string, string> = {
 	stale_fencing_token:
 		"Another execution took over this job's lease after this one started. This execution must stop; the newer one continues.",
 	approval_required: 'The step needs an approval of this exact payload by an approver before it may run.',
+	approval_denied:
+		'An approver denied this exact payload; nothing was done. Change the content (and bump the job task version) or ask the approver again.',
 	cancelled: 'The job was cancelled; no further side effects are allowed.',
 	authorization_revoked:
 		'An earlier step was refused with 401/403 by the remote system, so the job was halted. Fix the credentials, then resume the job.',
@@ -96,6 +98,12 @@ function route(item: INodeExecutionData, req: BeginRequest, answer: IDataObject)
 	}
 	if (decision === 'reconcile') return null;
 	const reason = decision === 'needs_review' ? 'needs_review' : String(answer.reason ?? decision);
+	const denial = answer.denial as IDataObject | undefined;
+	if (reason === 'approval_denied' && denial) {
+		const why = typeof denial.reason === 'string' && denial.reason ? `: "${denial.reason}"` : '';
+		const who = typeof denial.denied_by === 'string' ? ` (${denial.denied_by})` : '';
+		return attention(item, req, decision, reason, `denied${who}${why}`, operation, { denial });
+	}
 	return attention(item, req, decision, reason, answer.message, operation);
 }
 

@@ -1,0 +1,212 @@
+"""n8n resumes by itself (issue 14, item 4): the article pipeline parks at the approval, and the
+approver's decision resumes the waiting execution, with nobody running the workflow again.
+
+    n8n execute ─▶ ... Begin: Publish ─approval_required─▶ Register: Approval Wait ─▶ Wait (webhook)
+                                                                 │ POST /v1/operations/{key}/wait
+    approver ─▶ POST /v1/operations/{key}/approve|deny ─▶ ledger ─▶ deliverer ─▶ POST resume URL
+                                                                         ▼
+                       n8n start (same PostgreSQL) resumes the execution ─▶ Begin: Publish again
+
+The execution is started by `n8n execute` (the shipped workflow as it is, Manual Trigger) and
+parks; a long-running `n8n start` on the same n8n database receives the resume call. n8n runs
+on a throwaway PostgreSQL database because two n8n processes share it (SQLite is one process's).
+Counted in WordPress (published posts of the job) and in n8n's own execution table.
+"""
+from __future__ import annotations
+
+import secrets
+import subprocess
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+import requests
+from conftest import REPO
+from pipeline_stack import HERE as STACK, PipelineStack, Service, free_port, outputs_of, wait_http
+
+JOBS = ("rs-approve", "rs-deny", "rs-down")
+SCREENSHOT = REPO / "docs" / "n8n-approval-wait.png"
+
+
+def psql(sql: str, db: str = "postgres") -> str:
+    out = subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-d", db, "-Atc", sql],
+                         capture_output=True, text=True, timeout=60)
+    if out.returncode != 0:
+        raise RuntimeError(f"psql {sql!r}: {out.stderr}")
+    return out.stdout
+
+
+class ResumeStack(PipelineStack):
+    """The pipeline stack with n8n on PostgreSQL, one fixed n8n port for the CLI runs (their
+    resume URLs) and the `n8n start` server that receives the resume calls."""
+
+    def __init__(self, *a, pg_database: str, **kw):
+        super().__init__(*a, **kw)
+        self.pg_database = pg_database
+        self.n8n_port = free_port()
+        self.n8n_url = f"http://127.0.0.1:{self.n8n_port}"
+        self.server: Service | None = None
+
+    def n8n_env(self) -> dict:
+        return {**super().n8n_env(), "N8N_DB": "postgres", "N8N_PG_DATABASE": self.pg_database,
+                "N8N_PORT": str(self.n8n_port), "N8N_LISTEN_ADDRESS": "127.0.0.1",
+                "WEBHOOK_URL": self.n8n_url + "/"}
+
+    def _spawn_ledger(self):
+        args, env = self._ledger_spec
+        # Retry quickly in a test (the default backoff doubles up to 60 s).
+        self._ledger_spec = (args, {**env, "DURABLE_N8N_URL": self.n8n_url, "DURABLE_RESUME_BACKOFF_S": "0.5",
+                                    "DURABLE_RESUME_BACKOFF_MAX_S": "3"})
+        return super()._spawn_ledger()
+
+    def start_n8n_server(self) -> float:
+        t0 = time.monotonic()
+        self.server = Service("n8n-server", ["bash", str(STACK / "n8n.sh"), "n8n", "start"], self.n8n_env(),
+                              self.workdir / "n8n-server.log")
+        self.services.append(self.server)
+        wait_http(self.n8n_url + "/healthz/readiness", timeout=120, proc=self.server.proc, log=self.server.log_path)
+        return round(time.monotonic() - t0, 1)
+
+    def stop_n8n_server(self):
+        self.server.stop()
+        self.services.remove(self.server)
+        self.server = None
+
+    # ------------------------------------------------------------------ what n8n itself recorded
+
+    def executions(self, workflow_id: str) -> list[dict]:
+        rows = psql(f"SELECT id, status FROM execution_entity WHERE \"workflowId\" = '{workflow_id}' ORDER BY id",
+                    self.pg_database)
+        return [{"id": int(i), "status": s} for i, s in (line.split("|") for line in rows.split())]
+
+    def execution_data(self, execution_id: int) -> str:
+        return psql(f'SELECT data FROM execution_data WHERE "executionId" = {execution_id}', self.pg_database)
+
+    def wait_status(self, workflow_id: str, execution_id: int, statuses, timeout: float = 120) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            row = next(r for r in self.executions(workflow_id) if r["id"] == execution_id)
+            if row["status"] in statuses:
+                return row
+            time.sleep(0.3)
+        log = self.server.log_path.read_text(errors="replace")[-3000:] if self.server else ""
+        raise TimeoutError(f"execution {execution_id} still {row['status']} after {timeout} s\n{log}")
+
+    # ------------------------------------------------------------------ the approver
+
+    def publish_op(self, job_id: str) -> dict:
+        return next(o for o in self.operations(job_id) if o["action"] == "publish")
+
+    def waits(self, job_id: str) -> list[dict]:
+        return self.ledger("GET", f"/v1/jobs/{quote(job_id, safe='')}/waits")["waits"]
+
+    def decide(self, job_id: str, decision: str, reason: str = "") -> int:
+        """Through the approvals HTTP API (the console's buttons post the same)."""
+        op = self.publish_op(job_id)
+        key = quote(op["operation_key"], safe="")
+        body = {"content_digest": op["request_hash"]}
+        body.update({"note": reason} if decision == "approve" else {"reason": reason})
+        r = requests.post(f"{self.ledger_url}/v1/operations/{key}/{decision}", json=body, timeout=60,
+                          headers={"Authorization": f"Bearer {self.tokens['approver']}"})
+        assert r.status_code in (200, 201), r.text
+        return r.status_code
+
+
+def workflow_id(job_id: str) -> str:
+    return "wf" + job_id.replace("-", "")
+
+
+@pytest.fixture(scope="module")
+def rstack(wordpress_site, tmp_path_factory):
+    subprocess.run(["bash", str(STACK / "ensure-services.sh"), "postgres"], check=True)
+    pg_database = f"n8n_resume_{secrets.token_hex(4)}"
+    psql(f"CREATE DATABASE {pg_database}")
+    st = ResumeStack(tmp_path_factory.mktemp("resume"), wp_state=Path(wordpress_site.state_file),
+                     say=lambda m: print(f"[resume] {m}"), pg_database=pg_database)
+    try:
+        st.start()
+        st.import_workflows([st.workflow(workflow_id(j), j, proxy_url=st.proxy_url) for j in JOBS])
+        st.boot_s = st.start_n8n_server()
+        yield st
+    finally:
+        st.stop()
+        psql(f"DROP DATABASE IF EXISTS {pg_database} WITH (FORCE)")
+
+
+def run_to_approval_wait(st: ResumeStack, job_id: str) -> dict:
+    """`n8n execute` until the execution parks in the Wait node; returns its n8n execution row."""
+    wf = workflow_id(job_id)
+    run = st.execute(wf)
+    assert run["exit"] == 0 and run["error"] is None, run["error"]
+    assert run["run"]["status"] == "waiting", run["run"].get("status")
+    assert outputs_of(run["run"], "Waiting for Approval")[0][0]["waiting_for"] == "approval"
+    registered = outputs_of(run["run"], "Register: Approval Wait")[0][0]["durable"]["wait"]
+    (execution,) = st.executions(wf)
+    assert execution["status"] == "waiting", execution
+    (wait,) = st.waits(job_id)
+    assert wait["execution_id"] == str(execution["id"]) == registered["execution_id"]
+    assert wait["workflow_id"] == wf and wait["delivery"] is None
+    assert "signature=" not in str(wait) and wait["resume_url"].endswith(f"/webhook-waiting/{execution['id']}?<redacted>")
+    assert st.wordpress_counts(job_id)["published"] == 0
+    return {**execution, "seconds": run["seconds"]}
+
+
+def test_approval_resumes_the_waiting_execution_which_publishes_once(rstack):
+    st, job_id = rstack, "rs-approve"
+    execution = run_to_approval_wait(st, job_id)
+    t0 = time.monotonic()
+    assert st.decide(job_id, "approve", "ship it") == 201
+    assert st.decide(job_id, "approve", "ship it") == 200  # a double click: the same approval
+    done = st.wait_status(workflow_id(job_id), execution["id"], ("success", "error", "crashed"))
+    resumed_s = round(time.monotonic() - t0, 1)
+    assert done["status"] == "success", st.execution_data(execution["id"])[-2000:]
+    wp = st.wordpress_counts(job_id)
+    assert (wp["posts"], wp["published"]) == (1, 1), wp
+    report = st.report(job_id)
+    assert report["phase"] == "PUBLISHED" and report["counts"]["pending_human"] == 0
+    (wait,) = st.waits(job_id)
+    assert wait["delivery"]["state"] == "delivered" and wait["delivery"]["decision"] == "approved"
+    assert len(st.executions(workflow_id(job_id))) == 1  # nobody ran the workflow again
+    # Every step's events name the n8n execution that did it (the job timeline links them).
+    events = st.ledger("GET", f"/v1/operations/{quote(st.publish_op(job_id)['operation_key'], safe='')}")["events"]
+    assert {(e["detail"] or {}).get("n8n", {}).get("execution_id") for e in events} == {str(execution["id"])}
+    print(f"\nDURABLE_RESUME approve: run to wait {execution['seconds']} s, approve -> published {resumed_s} s, "
+          f"attempts {wait['delivery']['attempts']}")
+
+
+def test_denial_resumes_the_execution_which_stops_on_needs_attention(rstack):
+    st, job_id = rstack, "rs-deny"
+    execution = run_to_approval_wait(st, job_id)
+    st.decide(job_id, "deny", "the headline overpromises")
+    done = st.wait_status(workflow_id(job_id), execution["id"], ("success", "error", "crashed"))
+    assert done["status"] == "error"
+    data = st.execution_data(execution["id"])
+    assert "approval_denied" in data and "Stop: Not Approved" in data and "the headline overpromises" in data
+    assert st.wordpress_counts(job_id)["published"] == 0
+    (wait,) = st.waits(job_id)
+    assert (wait["delivery"]["state"], wait["delivery"]["decision"]) == ("delivered", "denied")
+
+
+def test_n8n_down_at_approval_time_is_resumed_once_when_back(rstack):
+    st, job_id = rstack, "rs-down"
+    execution = run_to_approval_wait(st, job_id)
+    st.stop_n8n_server()
+    st.decide(job_id, "approve", "approved while n8n was down")
+    deadline = time.monotonic() + 30
+    while (st.waits(job_id)[0]["delivery"] or {}).get("attempts", 0) < 2 and time.monotonic() < deadline:
+        time.sleep(0.3)
+    delivery = st.waits(job_id)[0]["delivery"]
+    assert delivery["state"] == "pending" and delivery["attempts"] >= 2, delivery
+    assert delivery["last_error"]["error"] == "ConnectionError"
+    assert st.wordpress_counts(job_id)["published"] == 0
+    boot = st.start_n8n_server()
+    done = st.wait_status(workflow_id(job_id), execution["id"], ("success", "error", "crashed"))
+    assert done["status"] == "success", st.execution_data(execution["id"])[-2000:]
+    wp = st.wordpress_counts(job_id)
+    assert (wp["posts"], wp["published"]) == (1, 1), wp
+    (wait,) = st.waits(job_id)
+    assert wait["delivery"]["state"] == "delivered" and wait["delivery"]["last_status"] == 200
+    assert len(st.executions(workflow_id(job_id))) == 1
+    print(f"\nDURABLE_RESUME n8n down: {delivery['attempts']} refused attempts, n8n back in {boot} s, "
+          f"delivered on attempt {wait['delivery']['attempts']}")
