@@ -34,6 +34,13 @@ class Config:
     max_checkpoint_bytes: int = 256 * 1024
     max_artifact_bytes: int = 32 * 1024 * 1024
     artifact_quota_bytes: int = 1024 * 1024 * 1024  # per tenant, sum of its distinct artifacts
+    # Resuming waiting n8n executions (core/approval_waits.py): where resume URLs may point, how
+    # often and how long the deliverer retries (the host of n8n_url is allowed by default).
+    resume_hosts: str = ""
+    resume_max_attempts: int = 20
+    resume_backoff_s: float = 1.0
+    resume_backoff_max_s: float = 60.0
+    resume_timeout_s: float = 10.0
     extra: dict = field(default_factory=dict)
 
     @classmethod
@@ -65,6 +72,11 @@ class Config:
             max_checkpoint_bytes=int(env.get("DURABLE_MAX_CHECKPOINT_BYTES", cls.max_checkpoint_bytes)),
             max_artifact_bytes=int(env.get("DURABLE_MAX_ARTIFACT_BYTES", cls.max_artifact_bytes)),
             artifact_quota_bytes=int(env.get("DURABLE_ARTIFACT_QUOTA_BYTES", cls.artifact_quota_bytes)),
+            resume_hosts=env.get("DURABLE_N8N_RESUME_HOSTS", ""),
+            resume_max_attempts=int(env.get("DURABLE_RESUME_MAX_ATTEMPTS", cls.resume_max_attempts)),
+            resume_backoff_s=float(env.get("DURABLE_RESUME_BACKOFF_S", cls.resume_backoff_s)),
+            resume_backoff_max_s=float(env.get("DURABLE_RESUME_BACKOFF_MAX_S", cls.resume_backoff_max_s)),
+            resume_timeout_s=float(env.get("DURABLE_RESUME_TIMEOUT_S", cls.resume_timeout_s)),
         )
 
     def redacted(self):

@@ -219,8 +219,9 @@ ALL_MODELS = [ApiToken, Job, Lease, Operation, OperationEvent, Checkpoint, Audit
 def create_schema():
     """Idempotent: creates missing tables and indexes, leaves existing data alone."""
     from .agents.models import AGENT_MODELS
+    from .wait_models import WAIT_MODELS
 
-    models = ALL_MODELS + AGENT_MODELS
+    models = ALL_MODELS + AGENT_MODELS + WAIT_MODELS
     with db.connection_context():
         db.create_tables(models, safe=True)
         _add_missing_columns(models)

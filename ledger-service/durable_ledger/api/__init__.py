@@ -55,12 +55,20 @@ def create_app(config=None, init_schema=True):
 
     app.url_value_preprocessor(lambda _endpoint, values: limits.check_path_args(values))
     app.before_request(lambda: limits.check_request_text(request))
+    from ..core import n8n_context
+
+    # Provenance for the job timeline: which n8n execution made this call (core/n8n_context.py).
+    app.before_request(lambda: n8n_context.set_execution(request.headers.get("X-N8N-Execution-Id"),
+                                                         request.headers.get("X-N8N-Workflow-Id")))
 
     from . import agents, approvals, console, jobs, operations, review_page, reviews, service
 
     app.register_blueprint(service.bp)
     app.register_blueprint(jobs.bp)
     app.register_blueprint(operations.bp)
+    from . import waits
+
+    app.register_blueprint(waits.bp)
     app.register_blueprint(agents.bp)
     app.register_blueprint(approvals.bp)
     app.register_blueprint(reviews.bp)

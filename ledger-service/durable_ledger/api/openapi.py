@@ -31,9 +31,9 @@ PARAMS = {
 
 def _schema(name):
     """Request schemas by name: the shared ones in schemas.py, the others next to their routes."""
-    from . import agents, approvals, reviews
+    from . import agents, approvals, reviews, waits
 
-    for module in (schemas, agents, reviews, approvals):
+    for module in (schemas, agents, reviews, waits, approvals):
         cls = getattr(module, f"{name}Schema", None)
         if cls is not None:
             return cls
@@ -60,6 +60,9 @@ ROUTES = [
     ("post", "/v1/operations/{operation_key}/reconcile", None, "Ask the remote now and apply its verdict",
      "runner, editor"),
     ("get", "/v1/operations/{operation_key}", None, "Read an operation and its events", "any"),
+    ("post", "/v1/operations/{operation_key}/wait", "Wait",
+     "Register an n8n execution's resume URL for an operation halted with approval_required", "runner"),
+    ("get", "/v1/jobs/{job_id}/waits", None, "Executions waiting for an approval, and their resume deliveries", "any"),
     ("post", "/v1/jobs/{job_id}/cancel", "Cancel", "Cancel a job (never reopened)", "runner, editor, approver"),
     ("post", "/v1/jobs/{job_id}/reauthorize", "Reauthorize", "Lift an authorization or policy halt", "approver"),
     ("post", "/v1/jobs/{job_id}/resume", "Resume", "Take the lease, check stop conditions, get the recovery packet", "runner"),

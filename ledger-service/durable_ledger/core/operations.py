@@ -24,7 +24,7 @@ from ..errors import (
     ValidationFailed,
 )
 from ..models import AuditLog, Job, Lease, Operation, OperationEvent
-from . import approvals, budgets, fastpath, reconciliation
+from . import approvals, budgets, fastpath, n8n_context, reconciliation
 from . import states as S
 from .audit import record_refusal
 from .digest import default_operation_key, request_digest
@@ -45,7 +45,8 @@ def _locked_lease(job_pk):
 
 def _event(op, job_pk, from_state, to_state, actor, token, detail=None, now=None):
     OperationEvent.create(operation=op.id, job=job_pk, from_state=from_state, to_state=to_state,
-                          actor=actor, fencing_token=token, detail=detail, created_at=now or time.time())
+                          actor=actor, fencing_token=token, detail=n8n_context.stamp(detail),
+                          created_at=now or time.time())
 
 
 def _result(decision, op, job_id, reason=None, **extra):
