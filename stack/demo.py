@@ -110,6 +110,13 @@ def start_editor(stack: PipelineStack, job_id: str) -> str:
     return url
 
 
+def sign_in_lines(stack: PipelineStack) -> str:
+    """How people sign in to the ledger console: one page, a token per role."""
+    return f"""  ledger console    {stack.ledger_url}/console   (sign in by pasting a token)
+    as editor       {stack.tokens['editor']}   (review queue, jobs and their timelines)
+    as approver     {stack.tokens['approver']}   (approvals: {stack.ledger_url}/console/approvals)"""
+
+
 def bring_up() -> PipelineStack:
     down(quiet=True)
     stage(1, "Tools: Node 24 and n8n 2.40.7 (cached outside the repository; the first install takes ~4 min)")
@@ -143,6 +150,9 @@ def demo():
         f"{before['media']} media. Ledger: create_draft is {draft_op['state']} (no receipt).")
 
     stage(5, "Run 2: the same workflow again (Start Job takes over the lease)")
+    # Straight to the proxy this time: run 2 ends parked in the approval wait, and the approver's
+    # click resumes it after this script (and the crash relay with it) has exited.
+    stack.import_workflows([stack.workflow(WORKFLOW_ID, job_id, proxy_url=stack.proxy_url)])
     rerun = stack.execute(WORKFLOW_ID)
     if rerun["error"]:
         raise SystemExit(f"run 2 failed: {rerun['error']}")
@@ -180,7 +190,8 @@ def demo():
         "ledger_counts": report["counts"],
         "phase": report["phase"],
         "urls": {"n8n_editor": f"{n8n_url}/workflow/{WORKFLOW_ID}", "wordpress_draft": wp.get("edit_url"),
-                 "wordpress_login": f"{stack.wp['url']}/wp-login.php", "review_page": f"{stack.ledger_url}/review",
+                 "wordpress_login": f"{stack.wp['url']}/wp-login.php", "review_page": f"{stack.ledger_url}/console/review",
+                 "approvals_page": f"{stack.ledger_url}/console/approvals", "console": f"{stack.ledger_url}/console",
                  "ledger_report": f"{stack.ledger_url}/v1/jobs/{job_id}/report"},
     }
     out = DEMO_DIR / "recovery-report.json"
@@ -196,17 +207,16 @@ def demo():
   unknown operations left             {result['unknown_left']}
   duplicates prevented                {prevented} side effects reused instead of repeated in run 2
   operations reconciled               {', '.join(f"{o['action']} -> {o['state']} #{o['remote_id']}" for o in reconciled) or 'none'}
-  waiting for approval                publish of post #{wp.get('post_id')} (content digest {str(waiting.get('content_digest'))[:16]}...)
+  waiting for approval                publish of post #{wp.get('post_id')}: run 2 is parked in n8n (Wait: Approver Decides)
 
   n8n editor        {result['urls']['n8n_editor']}   (first visit: create the owner account)
   WordPress draft   {result['urls']['wordpress_draft']}
                     (log in as {stack.wp['user']} / {wp_password})
-  review page       {result['urls']['review_page']}   (editor token: {stack.tokens['editor']})
-  approve publish   curl -X POST {stack.ledger_url}/v1/approvals -H 'Authorization: Bearer {stack.tokens['approver']}' \\
-                      -H 'Content-Type: application/json' -d '{{"job_id": "{job_id}", "task_version": 1, "action": "publish",
-                      "content_digest": "{waiting.get('content_digest')}", "target": "wordpress:default",
-                      "expires_at": "{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(time.time() + 86400))}"}}'
-                    then run the workflow again in the editor: it publishes once.
+{sign_in_lines(stack)}
+
+  approve publish   {result['urls']['approvals_page']}
+                    sign in as approver, look at the draft's preview, approve: the n8n execution waiting
+                    for it resumes by itself and publishes the post once (deny: it stops with approval_denied).
 
 Recovery report written to {out}
 The stack keeps running (tokens and passwords in {STATE}); stop it with: make down
@@ -227,7 +237,9 @@ def up():
     print(f"""
   n8n editor     {n8n_url}/workflow/{WORKFLOW_ID}  (first visit: create the owner account)
   WordPress      {stack.wp['url']}/wp-admin/  ({stack.wp['user']} / {wp_password})
-  ledger         {stack.ledger_url}  (runner token {stack.tokens['runner']}); review page {stack.ledger_url}/review
+  ledger         {stack.ledger_url}  (runner token {stack.tokens['runner']})
+{sign_in_lines(stack)}
+  approvals      {stack.ledger_url}/console/approvals: an approval resumes the run waiting for it in n8n
   proxy          {stack.proxy_url};  OpenAI stand-in {stack.openai_url}
 State in {STATE}; stop with: make down""")
 
