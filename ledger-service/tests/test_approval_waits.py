@@ -363,3 +363,14 @@ def test_n8n_headers_are_stamped_on_operation_events(client, n8n):
     r = client.post("/v1/operations/begin", headers=bad, json={
         "job_id": "n1", "action": "add_pack", "payload": BODY, "fencing_token": tok})
     assert r.status_code == 200  # provenance never fails a call; an unusable id is dropped
+
+
+def test_init_db_adds_the_wait_tables_to_an_existing_database(database):
+    from durable_ledger.models import create_schema
+
+    with db.connection_context():
+        db.drop_tables([ApprovalDelivery, ApprovalWait])
+        assert not db.table_exists("approval_wait")
+    create_schema()  # what `durable-ledger init-db` runs on an existing database
+    with db.connection_context():
+        assert db.table_exists("approval_wait") and db.table_exists("approval_delivery")

@@ -26,7 +26,6 @@ from conftest import REPO
 from pipeline_stack import HERE as STACK, PipelineStack, Service, free_port, outputs_of, wait_http
 
 JOBS = ("rs-approve", "rs-deny", "rs-down")
-SCREENSHOT = REPO / "docs" / "n8n-approval-wait.png"
 
 
 def psql(sql: str, db: str = "postgres") -> str:
@@ -210,3 +209,52 @@ def test_n8n_down_at_approval_time_is_resumed_once_when_back(rstack):
     assert len(st.executions(workflow_id(job_id))) == 1
     print(f"\nDURABLE_RESUME n8n down: {delivery['attempts']} refused attempts, n8n back in {boot} s, "
           f"delivered on attempt {wait['delivery']['attempts']}")
+
+
+def test_zz_editor_shows_the_approval_loop(rstack, tmp_path):
+    """The n8n editor with the shipped workflow at fit-to-window, in Debian's headless Chromium.
+    DURABLE_UPDATE_SCREENSHOTS=1 also writes it to docs/img/ for the README."""
+    import os
+    import shutil
+
+    if not (shutil.which("chromium") and Path("/usr/bin/chromedriver").exists()):
+        pytest.skip("chromium / chromium-driver not installed (make reconcile-browser installs them)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service as ChromeService
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    st = rstack
+    owner = {"email": "owner@example.test", "firstName": "Demo", "lastName": "Owner", "password": "Durable-Steps-1"}
+    r = requests.post(f"{st.n8n_url}/rest/owner/setup", json=owner, timeout=30)
+    assert r.status_code == 200, r.text
+    cookie = r.cookies.get("n8n-auth")
+    opts = webdriver.ChromeOptions()
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1600,900",
+                f"--user-data-dir={tmp_path / 'chromium'}"):
+        opts.add_argument(arg)
+    opts.binary_location = "/usr/bin/chromium"
+    driver = webdriver.Chrome(service=ChromeService("/usr/bin/chromedriver"), options=opts)
+    try:
+        driver.get(st.n8n_url + "/signin")
+        driver.add_cookie({"name": "n8n-auth", "value": cookie, "path": "/"})
+        driver.get(f"{st.n8n_url}/workflow/{workflow_id('rs-approve')}")
+        WebDriverWait(driver, 60).until(
+            lambda d: len(d.find_elements(By.CSS_SELECTOR, "[data-test-id='canvas-node']")) > 40)
+        time.sleep(1.5)  # the canvas fits the view after the nodes are measured
+        body = driver.find_element(By.TAG_NAME, "body")
+        body.send_keys("1")  # n8n's shortcut: zoom to fit
+        time.sleep(1.0)
+        names = driver.execute_script(
+            "return [...document.querySelectorAll(\"[data-test-id='canvas-node']\")].map(n => n.innerText)")
+        text = " ".join(names)
+        for node in ("Register: Approval Wait", "Wait: Approver Decides", "Approval Pending?", "Stop: Not Approved"):
+            assert node in text, (node, names)
+        shot = tmp_path / "n8n-approval-wait.png"
+        driver.save_screenshot(str(shot))
+        print(f"\nDURABLE_RESUME editor screenshot {shot}")
+        if os.environ.get("DURABLE_UPDATE_SCREENSHOTS") == "1":
+            (REPO / "docs" / "img").mkdir(exist_ok=True)
+            shutil.copy(shot, REPO / "docs" / "img" / "n8n-approval-wait.png")
+    finally:
+        driver.quit()
