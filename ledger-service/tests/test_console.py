@@ -134,9 +134,8 @@ def test_console_deny_needs_a_reason(client, tok):
     key, digest = halted(client, tok)
     for body in ({"content_digest": digest}, {"content_digest": digest, "reason": ""}):
         assert client.post(op_url(key, "deny"), headers=APPROVER, json=body).status_code == 422
-    with db.connection_context():
-        with pytest.raises(Exception) as exc:
-            approval_decisions.deny(Principal("acme", "approver", "a"), key, digest, "   ")
+    with db.connection_context(), pytest.raises(Exception) as exc:
+        approval_decisions.deny(Principal("acme", "approver", "a"), key, digest, "   ")
     assert exc.value.code == "validation_error"
 
 
@@ -166,9 +165,8 @@ def test_console_decisions_need_the_approver_role_and_the_tenant(client, tok):
         r = client.post(op_url(key, "approve"), headers=h, json={"content_digest": digest})
         assert r.status_code == 403
     assert client.get("/v1/approvals/pending", headers=auth()).status_code == 403
-    with db.connection_context():
-        with pytest.raises(OperationNotFound):
-            approval_decisions.approve(Principal("other", "approver", "x"), key, digest)
+    with db.connection_context(), pytest.raises(OperationNotFound):
+        approval_decisions.approve(Principal("other", "approver", "x"), key, digest)
     create_token("other", "approver", raw="other-approver")
     r = client.post(op_url(key, "approve"), headers=auth("other-approver"), json={"content_digest": digest})
     assert (r.status_code, r.get_json()["error"]["code"]) == (404, "operation_not_found")

@@ -20,10 +20,10 @@ from flask.sessions import NullSession, SecureCookieSessionInterface
 from ..auth import authenticate, authenticate_hash, hash_token
 from ..core import approval_decisions as decisions
 from ..core import timeline as tl
-from ..errors import Forbidden, LedgerError, NotFound, Unauthorized
-from ..models import AuditLog, OperationEvent, Setting
 from ..core.operations import get_operation
 from ..core.render import iso
+from ..errors import Forbidden, LedgerError, NotFound, Unauthorized
+from ..models import AuditLog, OperationEvent, Setting
 from . import preview
 from .context import config
 
@@ -120,8 +120,8 @@ def nav(who):
     return items
 
 
-def page(template, who, status=200, **ctx):
-    return render_template(template, who=who, nav=nav(who) if who else [], csrf=csrf_token(), **ctx), status
+def page(template, who, http_status=200, **ctx):
+    return render_template(template, who=who, nav=nav(who) if who else [], csrf=csrf_token(), **ctx), http_status
 
 
 def signed_in(*roles):
@@ -241,8 +241,8 @@ def approval(who, key):
     prev = preview.publish_preview(op, cfg) if preview.is_publish_preview(op) else None
     default_h = min(EXPIRY_CHOICES_H, key=lambda h: abs(h * 3600 - cfg.approval_ttl_s))
     return page("console_approval.html", who, op=op, job_id=op.job.job_id, preview=prev, asked=_asked(op),
-                status=decisions.status_of(op), denial=decisions.active_denial(op), summary=op.request_summary or {},
-                expiry_choices=EXPIRY_CHOICES_H, default_h=default_h)
+                decision_status=decisions.status_of(op), denial=decisions.active_denial(op),
+                summary=op.request_summary or {}, expiry_choices=EXPIRY_CHOICES_H, default_h=default_h)
 
 
 @bp.post("/approvals/<path:key>/approve")
@@ -278,4 +278,4 @@ def deny(who, key):
     return redirect(url_for("console.approvals"))
 
 
-from . import console_review  # noqa: E402,F401 - registers the review queue pages on bp
+from . import console_review  # noqa: F401 - registers the review queue pages on bp

@@ -132,7 +132,7 @@ def deny(principal, key, shown_digest, reason, now=None):
 def waiting(tenant, limit=200):
     """Operations the gate halted for an approval, oldest first, with their standing decision."""
     ops = list(Operation.select(Operation, Job).join(Job)
-               .where(Operation.tenant == tenant, Operation.state == S.PREPARED, Operation.requires_approval == True)  # noqa: E712
+               .where(Operation.tenant == tenant, Operation.state == S.PREPARED, Operation.requires_approval == True)
                .order_by(Operation.created_at).limit(limit))
     now = time.time()
     out = []

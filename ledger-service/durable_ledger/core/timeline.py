@@ -160,7 +160,7 @@ def list_jobs(tenant, status=None, phase=None, has_unknown=False, awaiting_appro
             Operation.tenant == tenant, Operation.state.in_(UNKNOWNISH))))
     if awaiting_approval:
         q = q.where(Job.id.in_(Operation.select(Operation.job).where(
-            Operation.tenant == tenant, Operation.state == S.PREPARED, Operation.requires_approval == True)))  # noqa: E712
+            Operation.tenant == tenant, Operation.state == S.PREPARED, Operation.requires_approval == True)))
     total = q.count()
     page = max(1, int(page))
     jobs = list(q.order_by(Job.updated_at.desc(), Job.id.desc()).paginate(page, PAGE_SIZE))
@@ -174,7 +174,7 @@ def list_jobs(tenant, status=None, phase=None, has_unknown=False, awaiting_appro
     if jobs:
         waiting = {r[0] for r in Operation.select(Operation.job).where(
             Operation.job.in_([j.id for j in jobs]), Operation.state == S.PREPARED,
-            Operation.requires_approval == True).tuples()}  # noqa: E712
+            Operation.requires_approval == True).tuples()}
     rows = [{"job_id": j.job_id, "status": j.status, "halt_reason": j.halt_reason, "phase": j.phase,
              "pipeline": j.pipeline, "task_version": j.task_version, "states": counts.get(j.id, {}),
              "unknown": sum(counts.get(j.id, {}).get(s, 0) for s in UNKNOWNISH),
