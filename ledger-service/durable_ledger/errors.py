@@ -123,6 +123,12 @@ class ValidationFailed(LedgerError):
     code, http_status = "validation_error", 422
 
 
+
+class FencingTokenNotIssued(ValidationFailed):
+    """The fencing token is higher than any the ledger issued for the job (forged or mistyped)."""
+
+    code = "fencing_token_not_issued"
+
 class InvalidValue(LedgerError):
     """A value no column or client can hold: NUL, lone surrogate, non-finite or out-of-range number."""
 

@@ -20,7 +20,8 @@ log = logging.getLogger("durable_ledger")
 bp = Blueprint("service", __name__)
 # Refusals that the acceptance counters report (unauthorized side effects, bad checkpoints).
 COUNTED_REFUSALS = {"stale_fencing_token", "forbidden", "site_not_allowed", "phase_skipped",
-                    "precondition_failed", "secret_in_checkpoint", "unknown_phase", "digest_mismatch"}
+                    "precondition_failed", "secret_in_checkpoint", "unknown_phase", "digest_mismatch",
+                    "write_not_dispatched", "fencing_token_not_issued"}
 _started = time.time()
 
 

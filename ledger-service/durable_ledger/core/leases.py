@@ -17,7 +17,7 @@ import time
 from peewee import IntegrityError
 
 from ..db import write_txn
-from ..errors import LeaseHeld, LeaseLost, StaleFencingToken, ValidationFailed
+from ..errors import FencingTokenNotIssued, LeaseHeld, LeaseLost, StaleFencingToken, ValidationFailed
 from ..models import AuditLog, Lease
 from .jobs import get_job
 
@@ -37,7 +37,7 @@ def check_fence(lease, token):
             {"given": token, "current": lease.fencing_token},
         )
     if token > lease.fencing_token:
-        raise ValidationFailed(
+        raise FencingTokenNotIssued(
             f"fencing token {token} was never issued for this job (current {lease.fencing_token})",
             {"field": "fencing_token", "given": token, "current": lease.fencing_token},
         )

@@ -65,7 +65,9 @@ def acceptance_metrics(tenant):
                       .group_by(AuditLog.action).tuples()):
         refusals[action[len(REFUSAL_PREFIX):]] = n
     unauthorized = sum(refusals.get(k, 0) for k in ("stale_fencing_token", "approval_required", "job_halted",
-                                                    "job_cancelled", "forbidden", "budget_exhausted"))
+                                                    "job_cancelled", "forbidden", "budget_exhausted",
+                                                    "write_not_dispatched", "digest_mismatch",
+                                                    "fencing_token_not_issued"))
     checkpoint_refused = sum(refusals.get(k, 0) for k in ("phase_skipped", "precondition_failed",
                                                           "secret_in_checkpoint", "unknown_phase"))
     unknown_left = (Operation.select().where(Operation.tenant == tenant, Operation.state.in_(S.NEEDS_ATTENTION)).count())
