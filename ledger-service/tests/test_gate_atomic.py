@@ -152,3 +152,23 @@ def test_gate_begins_resumes_and_cancels_together_never_deadlock(two_servers):  
                 f.result()
     assert not [s for s in statuses if s >= 500], statuses
     assert statuses[200] > 0
+
+
+def test_gate_lost_races_are_bounded(client, monkeypatch):
+    """`begin` used to call itself after every lost race, without a bound."""
+    from conftest import auth
+    from durable_ledger.core import operations as ops
+
+    rounds = []
+
+    def always_lost(*args):
+        rounds.append(1)
+        return ops._LOST_RACE
+
+    client.put("/v1/jobs/lost", headers=auth(), json={})
+    token = client.post("/v1/jobs/lost/lease", headers=auth(), json={"owner": "w"}).json["fencing_token"]
+    monkeypatch.setattr(ops, "_begin_round", always_lost)
+    r = client.post("/v1/operations/begin", headers=auth(), json={
+        "job_id": "lost", "action": "send", "payload": {}, "fencing_token": token})
+    assert (r.status_code, r.json["error"]["code"]) == (409, "gate_contended")
+    assert len(rounds) == ops._BEGIN_ROUNDS
