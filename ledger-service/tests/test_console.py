@@ -258,6 +258,8 @@ def test_console_deny_in_the_page(app, client, tok):
     html = page.get("/console/approvals").get_data(as_text=True)
     assert "denied" in html and "&lt;b&gt;off-brand&lt;/b&gt;" in html
     assert begin(client, tok)["reason"] == "approval_denied"
+    jobs = page.get("/console/jobs").get_data(as_text=True)
+    assert "approval denied" in jobs and ">waiting for approval<" not in jobs
 
 
 def test_console_other_tenants_ids_are_not_found(app, client, tok):

@@ -67,8 +67,9 @@ class Stack:
         self.runner = "runner-" + secrets.token_hex(8)
         self.editor = "editor-" + secrets.token_hex(8)
         self.reconciler = "reconciler-" + secrets.token_hex(8)
+        self.approver = "approver-" + secrets.token_hex(8)
         self.tokens = (f"{TENANT}:runner:{self.runner}:test+plain+lossy,{TENANT}:editor:{self.editor},"
-                       f"{TENANT}:editor:{self.reconciler}")
+                       f"{TENANT}:editor:{self.reconciler},{TENANT}:approver:{self.approver}")
         self.database_url = f"sqlite:///{self.workdir / 'ledger.db'}"
         self.lossy = None
         self.ledger = self.proxy = None

@@ -8,7 +8,7 @@ a caller stored (receipts, errors, event details, checkpoint bodies) is shown th
 
 from peewee import fn
 
-from ..models import AuditLog, Checkpoint, Job, Operation, OperationEvent
+from ..models import ApprovalDenial, AuditLog, Checkpoint, Job, Operation, OperationEvent
 from . import budgets
 from . import states as S
 from .audit import REFUSAL_PREFIX
@@ -170,15 +170,19 @@ def list_jobs(tenant, status=None, phase=None, has_unknown=False, awaiting_appro
                                  .where(Operation.job.in_([j.id for j in jobs]))
                                  .group_by(Operation.job, Operation.state).tuples()):
             counts.setdefault(job_pk, {})[state] = n
-    waiting = set()
+    waiting, denied = set(), set()
     if jobs:
         waiting = {r[0] for r in Operation.select(Operation.job).where(
             Operation.job.in_([j.id for j in jobs]), Operation.state == S.PREPARED,
             Operation.requires_approval == True).tuples()}
+        denied = {r[0] for r in ApprovalDenial.select(ApprovalDenial.job).join(Operation).where(
+            ApprovalDenial.job.in_(list(waiting)), ApprovalDenial.lifted_at.is_null(),
+            Operation.state == S.PREPARED).tuples()} if waiting else set()
     rows = [{"job_id": j.job_id, "status": j.status, "halt_reason": j.halt_reason, "phase": j.phase,
              "pipeline": j.pipeline, "task_version": j.task_version, "states": counts.get(j.id, {}),
              "unknown": sum(counts.get(j.id, {}).get(s, 0) for s in UNKNOWNISH),
-             "awaiting_approval": j.id in waiting, "updated_at": iso(j.updated_at)} for j in jobs]
+             "awaiting_approval": j.id in waiting and j.id not in denied, "denied": j.id in denied,
+             "updated_at": iso(j.updated_at)} for j in jobs]
     return rows, total
 
 
