@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# n8n 2.40.7 on Node 24, installed once per machine into the cache outside the repo, and
-# helpers to run it headless with a private user folder.
+# n8n (2.40.7 by default; N8N_VERSION=1.123.81 for the 1.x leg of the version matrix) on Node 24,
+# installed once per machine and version into the cache outside the repo ($CACHE/n8n-<version>),
+# and helpers to run it headless with a private user folder. Node 24 suits both: n8n 2.x needs
+# >= 24, n8n 1.123.x declares ">=20.19 <= 24.x".
 #
 #   bash stack/n8n.sh install                 # ensure the install; prints the n8n home dir
 #   bash stack/n8n.sh path                    # prints PATH entries (node 24 bin) to prepend
@@ -43,12 +45,21 @@ install_n8n() {
   exec 9>"$CACHE/.n8n-$N8N_VERSION.lock"
   flock 9
   if [[ -f "$N8N_HOME/.complete" ]]; then echo "$N8N_HOME"; return; fi
-  local t0=$SECONDS tmp
-  tmp="$(mktemp -d "$CACHE/.n8n-$N8N_VERSION.XXXXXX")"
-  trap 'rm -rf "$tmp"' EXIT
+  local t0=$SECONDS
+  N8N_TMP="$(mktemp -d "$CACHE/.n8n-$N8N_VERSION.XXXXXX")"
+  local tmp="$N8N_TMP"
+  trap 'rm -rf "$N8N_TMP"' EXIT
   log "installing n8n@$N8N_VERSION into $N8N_HOME (about 4 min, 2.8 GB; --ignore-scripts because"
   log "@confluentinc/kafka-javascript's install script downloads from the internet)"
-  echo '{"private":true}' >"$tmp/package.json"
+  if [[ "$N8N_VERSION" == 1.* ]]; then
+    # n8n-nodes-base 1.x depends on xlsx as a tarball URL on cdn.sheetjs.com, which is not a
+    # registry and not reachable here: take the registry's last xlsx release instead (only the
+    # Spreadsheet File / Convert to File nodes use it).
+    log "n8n 1.x: overriding xlsx (https://cdn.sheetjs.com/... tarball) with xlsx@0.18.5 from the registry"
+    echo '{"private":true,"overrides":{"xlsx":"0.18.5"}}' >"$tmp/package.json"
+  else
+    echo '{"private":true}' >"$tmp/package.json"
+  fi
   (cd "$tmp" && npm i --no-audit --no-fund --loglevel=error --ignore-scripts "n8n@$N8N_VERSION" >&2) &
   local pid=$!
   progress "$pid" "$tmp" &

@@ -1,13 +1,21 @@
 <?php
 /**
  * Plugin Name: Durable Ops
+ * Plugin URI: https://github.com/durable-steps/durable-steps
  * Description: Server-side idempotency (Idempotency-Key), per-job fencing tokens and lookup routes for the Durable Steps publishing proxy.
- * Version: 1.0.0
+ * Version: 0.2.0
  * Requires at least: 6.1
  * Requires PHP: 8.0
+ * Author: Durable Steps
  * License: MIT
+ * Text Domain: durable-ops
  *
- * Must-use plugin: copy this file into WP_CONTENT_DIR/mu-plugins/.
+ * One source, two packagings (the version comes from the repository's VERSION file):
+ * - must-use plugin: copy this file into WP_CONTENT_DIR/mu-plugins/ (tables are created on the
+ *   first `init`);
+ * - regular plugin: `make dist` builds dist/durable-ops-<version>.zip (this file, uninstall.php,
+ *   readme.txt) to upload in wp-admin; activation creates the tables, uninstall drops them and
+ *   the plugin's option.
  *
  * What it guarantees
  * - POST /wp/v2/posts and POST /wp/v2/media with an `Idempotency-Key` header create at most
@@ -27,7 +35,7 @@
 
 defined( 'ABSPATH' ) || exit;
 
-const DURABLE_OPS_VERSION    = '1.0.0';
+const DURABLE_OPS_VERSION    = '0.2.0';
 const DURABLE_OPS_DB_VERSION = '1';
 const DURABLE_OPS_MAX_KEY    = 191; // utf8mb4 index limit for a UNIQUE varchar.
 
@@ -72,6 +80,9 @@ function durable_ops_install() {
 	);
 	update_option( 'durable_ops_db_version', DURABLE_OPS_DB_VERSION );
 }
+
+// Regular plugin: activation creates the tables (a no-op hook when loaded as a must-use plugin).
+register_activation_hook( __FILE__, 'durable_ops_install' );
 
 add_action(
 	'init',
@@ -548,6 +559,23 @@ function durable_ops_can_read() {
 	return current_user_can( 'edit_posts' );
 }
 
+/** Route argument schema for an operation key or job id: a non-empty string of at most 191 bytes, kept verbatim. */
+function durable_ops_identifier_arg() {
+	return array(
+		'type'              => 'string',
+		'required'          => true,
+		'validate_callback' => function ( $value ) {
+			return is_string( $value ) && '' !== $value && strlen( $value ) <= DURABLE_OPS_MAX_KEY
+				? true
+				: new WP_Error( 'rest_invalid_param', 'Expected a non-empty identifier of at most 191 bytes.', array( 'status' => 400 ) );
+		},
+		// Keys are compared byte for byte with what the proxy stored: no text sanitising, only a string cast.
+		'sanitize_callback' => function ( $value ) {
+			return (string) $value;
+		},
+	);
+}
+
 add_action(
 	'rest_api_init',
 	function () {
@@ -574,6 +602,7 @@ add_action(
 			array(
 				'methods'             => 'GET',
 				'permission_callback' => 'durable_ops_can_read',
+				'args'                => array( 'key' => durable_ops_identifier_arg() ),
 				'callback'            => 'durable_ops_lookup_operation',
 			)
 		);
@@ -583,6 +612,7 @@ add_action(
 			array(
 				'methods'             => 'GET',
 				'permission_callback' => 'durable_ops_can_read',
+				'args'                => array( 'job_id' => durable_ops_identifier_arg() ),
 				'callback'            => 'durable_ops_lookup_job',
 			)
 		);

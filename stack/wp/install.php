@@ -1,7 +1,8 @@
 <?php
 /*
  * Non-interactive WordPress install for the throwaway test stack.
- * Env: WORDPRESS_CONFIG (config-<name>.php), DURABLE_WP_URL, DURABLE_WP_ADMIN_PASSWORD.
+ * Env: WORDPRESS_CONFIG (config-<name>.php), DURABLE_WP_URL, DURABLE_WP_ADMIN_PASSWORD,
+ * DURABLE_WP_ROOT (the core directory; default Debian's /usr/share/wordpress).
  * Prints one line `DURABLE_JSON {...}` with the admin user and a fresh application password.
  */
 $url                    = getenv( 'DURABLE_WP_URL' );
@@ -14,7 +15,7 @@ define( 'WP_INSTALLING', true );
 // No mail transport on this machine: skip the "new site" e-mail (pluggable in upgrade.php).
 function wp_new_blog_notification( $blog_title, $blog_url, $user_id, $password ) {}
 
-require '/usr/share/wordpress/wp-load.php';
+require rtrim( getenv( 'DURABLE_WP_ROOT' ) ?: '/usr/share/wordpress', '/' ) . '/wp-load.php';
 require_once ABSPATH . 'wp-admin/includes/upgrade.php';
 
 if ( ! is_blog_installed() ) {

@@ -1,7 +1,7 @@
 <?php
 /*
  * Router for `php -S` serving one throwaway Debian WordPress instance.
- * Several instances share /usr/share/wordpress; each php -S process picks its own
+ * Several instances share one core directory (/usr/share/wordpress or a cached newer core, `-t`); each php -S process picks its own
  * /etc/wordpress/config-<DURABLE_WP_CONFIG>.php (Debian's wp-config.php honours
  * $_SERVER['WORDPRESS_CONFIG']) and serves /wp-content/ from its own WP_CONTENT_DIR.
  */

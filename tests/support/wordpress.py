@@ -8,6 +8,10 @@ Use from a conftest.py:
 session, torn down (server stopped, database dropped) at the end. `wordpress_plain_site` is a
 second instance without the plugin, started only if a test asks for it.
 Set DURABLE_WP_STATE=/path/state.json to reuse an instance started by `make wp-up` instead.
+DURABLE_WP_VERSION=7.1.4 runs the sites on that WordPress core (stack/wordpress.py fetches and
+caches it; default: Debian 12's 6.1). DURABLE_WP_PLUGIN_ZIP=dist/durable-ops-X.zip gives the
+plugin site the regular plugin installed and activated through WordPress's plugin API instead
+of the must-use plugin.
 The state (and so the app password) lives in pytest's temp dir, never in the repository.
 """
 from __future__ import annotations
@@ -37,6 +41,8 @@ class WordPressSite:
     plugin: bool
     boot_seconds: float | None
     state_file: str
+    wp_version: str = "unknown"
+    plugin_mode: str = "mu"   # mu | zip | none
 
     @property
     def auth(self):
@@ -56,10 +62,14 @@ class WordPressSite:
         return sum(1 for p in Path(self.uploads_dir).rglob("*") if p.is_file())
 
 
-def start_wordpress(state_file: Path, plugin: bool = True) -> WordPressSite:
+def start_wordpress(state_file: Path, plugin: bool = True, plugin_zip: str | None = None) -> WordPressSite:
+    """plugin_zip: None = DURABLE_WP_PLUGIN_ZIP from the environment (unset: the mu-plugin)."""
     cmd = ["bash", str(LAUNCHER), "up", "--state", str(state_file)]
+    plugin_zip = plugin_zip if plugin_zip is not None else os.environ.get("DURABLE_WP_PLUGIN_ZIP")
     if not plugin:
         cmd.append("--no-plugin")
+    elif plugin_zip:
+        cmd += ["--plugin-zip", plugin_zip]
     t0 = time.monotonic()
     proc = subprocess.run(cmd, text=True, capture_output=True)
     if proc.returncode != 0:
@@ -74,6 +84,7 @@ def _site(st: dict) -> WordPressSite:
         url=st["url"], rest_url=st["rest_url"], user=st["user"], app_password=st["app_password"],
         uploads_dir=st["uploads_dir"], db_name=st["db_name"], plugin=st["plugin"],
         boot_seconds=st.get("boot_seconds"), state_file=st["state_file"],
+        wp_version=st.get("wp_version", "unknown"), plugin_mode=st.get("plugin_mode", "mu" if st["plugin"] else "none"),
     )
 
 
@@ -88,7 +99,8 @@ def _session_site(tmp_path_factory, plugin: bool):
         return
     state = tmp_path_factory.mktemp("wordpress") / "state.json"
     site = start_wordpress(state, plugin=plugin)
-    print(f"\n[wordpress] {'plugin' if plugin else 'plain'} site up in {site.boot_seconds} s at {site.url}")
+    print(f"\n[wordpress] {'plugin (' + site.plugin_mode + ')' if plugin else 'plain'} site, WordPress "
+          f"{site.wp_version}, up in {site.boot_seconds} s at {site.url}")
     try:
         yield site
     finally:

@@ -1,4 +1,5 @@
-"""durable-ops.php against a real WordPress 6.1: counters prove exactly-once."""
+"""durable-ops.php against a real WordPress (6.1 by default; DURABLE_WP_VERSION=7.1.4 for the newer core;
+DURABLE_WP_PLUGIN_ZIP for the regular plugin zip instead of the mu-plugin): counters prove exactly-once."""
 import subprocess
 import threading
 import uuid
@@ -69,6 +70,9 @@ def test_plugin_status_route(wordpress_site):
     r = requests.get(wordpress_site.rest("/durable/v1/status"), auth=wordpress_site.auth, timeout=10)
     assert r.status_code == 200
     assert r.json()["plugin"] == "durable-ops"
+    assert r.json()["version"] == (Path(__file__).resolve().parents[2] / "VERSION").read_text().strip()
+    print(f"\n[wordpress] WordPress {wordpress_site.wp_version}, durable-ops {r.json()['version']} "
+          f"as {wordpress_site.plugin_mode} plugin")
 
 
 def test_plugin_concurrent_creates_one_key_make_one_post(wordpress_site):
