@@ -312,7 +312,7 @@ class QueueRun:
             if row and row[1]:
                 data = self.stack.sql('SELECT data FROM execution_data WHERE "executionId" = %s', self.eid)
                 run = {"data": unflatten(data[0][0])} if data else None
-        waiting = bool(status == "success" and run and outputs_of(run, "Waiting for Approval"))
+        waiting = bool(status in ("success", "waiting") and run and outputs_of(run, "Waiting for Approval"))
         error = run_error(run) if run else ("killed" if self.killed else f"no run data (status {status})")
         return {"killed": self.killed, "exit": status, "waiting_for_approval": waiting, "error": error,
                 "seconds": round(time.monotonic() - self.t0, 1), "end": time.monotonic(),
