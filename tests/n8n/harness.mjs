@@ -1,4 +1,5 @@
-// Helpers for end-to-end tests in a real n8n 2.40.7 (installed by stack/n8n.sh).
+// Helpers for end-to-end tests in a real n8n (2.40.7 by default, N8N_VERSION for another one; installed by
+// stack/n8n.sh).
 import { execFile, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -10,20 +11,62 @@ export const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '
 const N8N_SH = path.join(REPO, 'stack', 'n8n.sh');
 const PKG_DIR = path.join(REPO, 'n8n-nodes-durable');
 
-/** npm pack the built package and extract it where n8n loads community packages from. */
-export function installPackage(userFolder) {
+/** The package tarball: DURABLE_NODE_TARBALL (the artifact `make dist` built) or a fresh `npm pack`. */
+function packageTarball(tarball) {
+	if (tarball) {
+		const tgz = path.resolve(REPO, tarball);
+		if (!fs.existsSync(tgz)) throw new Error(`DURABLE_NODE_TARBALL ${tgz} does not exist (run "make dist")`);
+		return { tgz, cleanup() {} };
+	}
 	const packDir = fs.mkdtempSync(path.join(os.tmpdir(), 'durable-pack-'));
 	const pack = spawnSync('npm', ['pack', '--json', '--pack-destination', packDir], { cwd: PKG_DIR, encoding: 'utf8' });
 	if (pack.status !== 0) throw new Error(`npm pack failed: ${pack.stderr}`);
-	const info = JSON.parse(pack.stdout)[0];
-	const tgz = path.join(packDir, info.filename);
-	const dest = path.join(userFolder, '.n8n', 'nodes', 'node_modules', 'n8n-nodes-durable');
-	fs.mkdirSync(dest, { recursive: true });
-	const tar = spawnSync('tar', ['xzf', tgz, '-C', dest, '--strip-components=1'], { encoding: 'utf8' });
-	if (tar.status !== 0) throw new Error(`tar failed: ${tar.stderr}`);
-	const packedBytes = fs.statSync(tgz).size;
-	fs.rmSync(packDir, { recursive: true, force: true });
-	return { filename: info.filename, packedBytes, unpackedBytes: info.unpackedSize, files: info.entryCount };
+	const tgz = path.join(packDir, JSON.parse(pack.stdout)[0].filename);
+	return { tgz, cleanup: () => fs.rmSync(packDir, { recursive: true, force: true }) };
+}
+
+/**
+ * Installs the package tarball into the user folder's nodes directory exactly the way n8n installs
+ * a community package (CommunityPackagesService.downloadPackage, the same in n8n 1.123 and 2.40),
+ * with the local tarball in place of its `npm pack <name>@<version>` from the registry:
+ * extract into nodes/node_modules/<name>, drop devDependencies / peerDependencies /
+ * optionalDependencies from its package.json, `npm install` inside it with n8n's flags, and record
+ * the package in nodes/package.json. n8n loads it from there at start-up (type names
+ * `n8n-nodes-durable.*`, as real users get).
+ */
+export function installPackage(userFolder, { tarball = process.env.DURABLE_NODE_TARBALL } = {}) {
+	const { tgz, cleanup } = packageTarball(tarball);
+	try {
+		const nodesDir = path.join(userFolder, '.n8n', 'nodes');
+		const dest = path.join(nodesDir, 'node_modules', 'n8n-nodes-durable');
+		fs.mkdirSync(dest, { recursive: true });
+		const nodesPkg = path.join(nodesDir, 'package.json');
+		if (!fs.existsSync(nodesPkg)) {
+			fs.writeFileSync(nodesPkg, JSON.stringify({ name: 'installed-nodes', private: true, dependencies: {} }, null, 2));
+		}
+		const tar = spawnSync('tar', ['-xzf', tgz, '-C', dest, '--strip-components=1'], { encoding: 'utf8' });
+		if (tar.status !== 0) throw new Error(`tar failed: ${tar.stderr}`);
+		const pkgPath = path.join(dest, 'package.json');
+		const { devDependencies, peerDependencies, optionalDependencies, ...pkg } = JSON.parse(fs.readFileSync(pkgPath, 'utf8'));
+		fs.writeFileSync(pkgPath, JSON.stringify(pkg, null, 2));
+		const npmArgs = ['install', '--audit=false', '--fund=false', '--bin-links=false', '--install-strategy=shallow',
+			'--ignore-scripts=true', '--package-lock=false'];
+		const npm = spawnSync('npm', npmArgs, { cwd: dest, encoding: 'utf8' });
+		if (npm.status !== 0) throw new Error(`npm install in ${dest} failed: ${npm.stderr}`);
+		const nodes = JSON.parse(fs.readFileSync(nodesPkg, 'utf8'));
+		nodes.dependencies = { ...(nodes.dependencies ?? {}), [pkg.name]: pkg.version };
+		fs.writeFileSync(nodesPkg, JSON.stringify(nodes, null, 2));
+		const list = spawnSync('tar', ['-tzf', tgz], { encoding: 'utf8' });
+		return {
+			filename: path.basename(tgz),
+			version: pkg.version,
+			packedBytes: fs.statSync(tgz).size,
+			files: list.stdout.split('\n').filter((l) => l && !l.endsWith('/')).length,
+			n8nVersion: process.env.N8N_VERSION || 'default',
+		};
+	} finally {
+		cleanup();
+	}
 }
 
 export async function makeN8n() {

@@ -1,0 +1,63 @@
+# Release artifacts and install tests (issue 18, items 1-4). Included by the top Makefile.
+#
+#   make dist             dist/: durable_ledger wheel + sdist, n8n-nodes-durable-<v>.tgz (npm pack),
+#                         durable-ops-<v>.zip (regular WordPress plugin from the mu-plugin's source)
+#   make test-dist        the artifacts as users install them: versions agree; the wheel alone in a
+#                         fresh venv (init-db, serve, begin -> proxy -> WordPress -> confirm, proxy
+#                         /health, sweep); the plugin zip through WordPress's plugin API (suite +
+#                         uninstall) on 6.1
+#   make test-wp-matrix   WordPress $(WP_NEW_VERSION): plugin + proxy suites (mu-plugin), plugin suite +
+#                         zip lifecycle (regular plugin)
+#   make test-n8n-matrix  the node's e2e suite on n8n $(N8N_2X_VERSION) and $(N8N_1X_VERSION), the dist
+#                         tarball installed into the nodes folder the way n8n installs community packages
+#   make wp-lint          php -l on the plugin and the stack's PHP; PHP_CodeSniffer + WPCS if present
+# Versions: the top-level VERSION file (python3 stack/version.py check|sync).
+# Cached outside the clone in $(DURABLE_CACHE): wordpress-core-<version>/, n8n-<version>/.
+TEST_TARGETS += test-dist test-wp-matrix test-n8n-matrix
+DIST_DIR := $(CURDIR)/dist
+WP_NEW_VERSION ?= 7.1.4
+N8N_2X_VERSION ?= 2.40.7
+N8N_1X_VERSION ?= 1.123.81
+RELEASE = $(shell cat $(CURDIR)/VERSION)
+PLUGIN_ZIP = $(DIST_DIR)/durable-ops-$(RELEASE).zip
+NODE_TGZ = $(DIST_DIR)/n8n-nodes-durable-$(RELEASE).tgz
+
+.PHONY: dist test-dist test-wp-matrix test-n8n-matrix wp-lint version-check
+
+version-check:
+	@python3 stack/version.py check >/dev/null
+
+dist: setup version-check node-build
+	@$(PY) -c 'import build' 2>/dev/null || $(PIP) install -q 'build>=1.2'
+	@rm -rf $(DIST_DIR) && mkdir -p $(DIST_DIR)
+	@$(PY) -m build --sdist --wheel --outdir $(DIST_DIR) ledger-service >$(DIST_DIR)/.build.log 2>&1 \
+	  || { cat $(DIST_DIR)/.build.log; exit 1; }
+	@rm -f $(DIST_DIR)/.build.log
+	@$(NODE_ENV) cd $(NODE_PKG) && npm pack --silent --pack-destination $(DIST_DIR) >/dev/null
+	@python3 stack/wp_plugin_zip.py --out $(DIST_DIR) >/dev/null
+	@cd $(DIST_DIR) && sha256sum * >SHA256SUMS && ls -l | tail -n +2
+
+test-dist: dist
+	bash stack/ensure-services.sh
+	$(PY) -m pytest -q -s tests/install
+	DURABLE_WP_PLUGIN_ZIP=$(PLUGIN_ZIP) $(PY) -m pytest -q -s tests/wordpress/test_plugin.py
+
+test-wp-matrix: dist
+	bash stack/ensure-services.sh
+	@python3 stack/wordpress.py core --wp-version $(WP_NEW_VERSION)
+	DURABLE_WP_VERSION=$(WP_NEW_VERSION) $(PY) -m pytest -q -s tests/wordpress
+	DURABLE_WP_VERSION=$(WP_NEW_VERSION) DURABLE_WP_PLUGIN_ZIP=$(PLUGIN_ZIP) $(PY) -m pytest -q -s tests/wordpress/test_plugin.py
+	DURABLE_WP_VERSION=$(WP_NEW_VERSION) $(PY) -m pytest -q -s tests/install/test_wp_plugin_zip.py
+
+test-n8n-matrix: dist
+	@for v in $(N8N_2X_VERSION) $(N8N_1X_VERSION); do \
+	  home=$$(N8N_VERSION=$$v bash stack/n8n.sh install) || exit 1; \
+	  echo "== node e2e on n8n $$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["version"])' \
+	    $$home/node_modules/n8n/package.json), package $(notdir $(NODE_TGZ)) installed as n8n installs community packages"; \
+	  ( $(NODE_ENV) N8N_VERSION=$$v DURABLE_NODE_TARBALL=$(NODE_TGZ) \
+	    node --test --test-reporter=spec --test-concurrency=1 --test-skip-pattern=measure tests/n8n/e2e.test.mjs ) || exit 1; \
+	done
+
+wp-lint:
+	@for f in ledger-service/wordpress/*.php stack/wp/*.php; do php -l $$f >/dev/null || exit 1; done; echo "php -l: ok"
+	@bash stack/phpcs.sh
