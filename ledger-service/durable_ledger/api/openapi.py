@@ -57,6 +57,8 @@ ROUTES = [
     ("post", "/v1/operations/{operation_key}/fail", "Fail", "Record a definitive failure", "runner"),
     ("post", "/v1/operations/{operation_key}/unknown", "Unknown", "Record an unprovable outcome", "runner"),
     ("post", "/v1/operations/{operation_key}/outcome", "Outcome", "Record a raw outcome; the ledger classifies it", "runner"),
+    ("post", "/v1/operations/{operation_key}/lookup-result", "LookupResult",
+     "Report what the caller's own lookup found (found / absent / undecidable); answers like begin", "runner"),
     ("post", "/v1/operations/{operation_key}/reconcile", None, "Ask the remote now and apply its verdict",
      "runner, editor"),
     ("get", "/v1/operations/{operation_key}", None, "Read an operation and its events", "any"),

@@ -2,6 +2,7 @@
 
 from flask import Blueprint, jsonify, request
 
+from ..core import lookup
 from ..core import operations as ops
 from ..core.render import event_dict, operation_dict
 from ..errors import InvalidValue, LedgerError
@@ -111,6 +112,17 @@ def outcome(key):
     _check_cost(who, key, b["cost"])
     kind, op = ops.record_outcome(who, key, **b)
     return jsonify({"classification": kind, "operation": operation_dict(op)})
+
+
+@bp.post("/<path:key>/lookup-result")
+def lookup_result(key):
+    """The caller looked the object up itself (Begin Step's Look Up output): settle, then gate again."""
+    who = principal().require("runner")
+    b = schemas.load(schemas.LookupResultSchema, request)
+    cfg = config()
+    return jsonify(lookup.report_lookup(who, key, default_max_attempts=cfg.default_max_attempts,
+                                        backoff_base_s=cfg.backoff_base_s, reconcile_claim_s=cfg.reconcile_claim_s,
+                                        **b))
 
 
 @bp.get("/<path:key>")

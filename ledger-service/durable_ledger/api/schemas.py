@@ -174,6 +174,19 @@ class OutcomeSchema(Strict):
     cost = fields.Float(load_default=None, allow_none=True, validate=validate.Range(min=0, max=MAX_COST_PER_CALL))
 
 
+class LookupResultSchema(Strict):
+    """What the caller's own lookup found for one attempt of an in-flight operation (core/lookup.py)."""
+
+    sized = {"receipt": "max_receipt_bytes", "evidence": "max_receipt_bytes"}
+
+    fencing_token = fields.Integer(required=True, strict=True, validate=_int32())
+    attempt = fields.Integer(required=True, strict=True, validate=_int32(min=1))
+    result = fields.String(required=True, validate=validate.OneOf(["found", "absent", "undecidable"]))
+    remote_id = RemoteId(load_default=None, allow_none=True)
+    receipt = fields.Dict(load_default=dict)
+    evidence = fields.Dict(load_default=dict)
+
+
 class ArtifactSchema(Strict):
     role = fields.String(required=True, validate=_key)
     uri = fields.String(required=True, validate=validate.Length(min=1, max=2048))

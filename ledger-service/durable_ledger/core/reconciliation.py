@@ -71,26 +71,44 @@ def reconcile_operation(op, actor, claim_s=60.0, escalate=True):
     except Exception:
         _release(op)
         raise
-    fields = {"reconcile_attempts": Operation.reconcile_attempts + 1, "reconciling_until": None, "updated_at": now}
-    evidence = dict(verdict.evidence)
-    if isinstance(verdict, Found):
-        to_state = S.CONFIRMED
-        fields.update(remote_id=verdict.remote_id, receipt=verdict.receipt, evidence=evidence)
-    elif isinstance(verdict, Absent) and verdict.definitive:
-        to_state = S.FAILED
-        fields.update(retryable=True, evidence=evidence,
-                      last_error={"kind": "absent", "reconciled": True, "detail": evidence.get("detail")})
-    else:
-        to_state = S.NEEDS_REVIEW
-        evidence["candidates"] = list(getattr(verdict, "candidates", []) or [])
-        evidence["verdict"] = verdict.kind + ("" if getattr(verdict, "definitive", True) else " (not definitive)")
-        fields.update(evidence=evidence)
-    with write_txn():
-        n = Operation.update(state=to_state, **fields).where(Operation.id == op.id, Operation.state == op.state).execute()
-        if n == 1:
-            _event(op, to_state, actor, {"reconciled": verdict.kind, **{k: v for k, v in evidence.items()
-                                                                        if k != "candidates"}}, now)
+    n, to_state = apply_verdict(op, verdict, actor, now)
     if n != 1:
         _release(op)
         return RACED, verdict.kind, Operation.get_by_id(op.id)
     return outcome, verdict.kind, Operation.get_by_id(op.id)
+
+
+def verdict_transition(verdict):
+    """(to_state, fields) for a verdict: the one place that says what found / absent / undecidable mean.
+
+    found -> CONFIRMED with the remote id; a definitive absent -> FAILED, retryable, marked
+    `reconciled` (the next begin dispatches without backoff); anything else -> NEEDS_REVIEW.
+    """
+    evidence = dict(verdict.evidence)
+    if isinstance(verdict, Found):
+        return S.CONFIRMED, {"remote_id": verdict.remote_id, "receipt": verdict.receipt, "evidence": evidence}
+    if isinstance(verdict, Absent) and verdict.definitive:
+        return S.FAILED, {"retryable": True, "evidence": evidence,
+                          "last_error": {"kind": "absent", "reconciled": True, "detail": evidence.get("detail")}}
+    evidence["candidates"] = list(getattr(verdict, "candidates", []) or [])
+    evidence["verdict"] = verdict.kind + ("" if getattr(verdict, "definitive", True) else " (not definitive)")
+    return S.NEEDS_REVIEW, {"evidence": evidence}
+
+
+def apply_verdict(op, verdict, actor, now, where=(), before_txn=None):
+    """Apply ``verdict`` to ``op`` if it is still in the state (and attempt) we observed.
+
+    Returns (rows updated, to_state). ``where`` adds conditions to the UPDATE; ``before_txn`` runs
+    first inside the write transaction (the lookup route checks the fence there, as confirm does).
+    """
+    to_state, fields = verdict_transition(verdict)
+    fields.update(reconcile_attempts=Operation.reconcile_attempts + 1, reconciling_until=None, updated_at=now)
+    with write_txn():
+        if before_txn is not None:
+            before_txn()
+        n = (Operation.update(state=to_state, **fields)
+             .where(Operation.id == op.id, Operation.state == op.state, *where).execute())
+        if n == 1:
+            _event(op, to_state, actor, {"reconciled": verdict.kind, **{k: v for k, v in fields["evidence"].items()
+                                                                        if k != "candidates"}}, now)
+    return n, to_state
