@@ -39,6 +39,7 @@ dist: setup version-check node-build
 
 test-dist: dist
 	bash stack/ensure-services.sh
+	@python3 stack/wordpress.py core --wp-version system >/dev/null   # php, MariaDB, WordPress 6.1 packages
 	$(PY) -m pytest -q -s tests/install
 	DURABLE_WP_PLUGIN_ZIP=$(PLUGIN_ZIP) $(PY) -m pytest -q -s tests/wordpress/test_plugin.py
 

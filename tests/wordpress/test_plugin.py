@@ -75,6 +75,15 @@ def test_plugin_status_route(wordpress_site):
           f"as {wordpress_site.plugin_mode} plugin")
 
 
+def test_plugin_lookup_routes_validate_their_arguments(wordpress_site):
+    """`args` with validate/sanitize callbacks: an identifier over 191 bytes is a 400 rest_invalid_param."""
+    for route in ("operations", "jobs"):
+        r = requests.get(wordpress_site.rest(f"/durable/v1/{route}/{'k' * 192}"), auth=wordpress_site.auth, timeout=10)
+        assert r.status_code == 400 and r.json()["code"] == "rest_invalid_param", r.text
+        ok = requests.get(wordpress_site.rest(f"/durable/v1/{route}/{'k' * 191}"), auth=wordpress_site.auth, timeout=10)
+        assert ok.status_code == 200, ok.text
+
+
 def test_plugin_concurrent_creates_one_key_make_one_post(wordpress_site):
     site, uid = wordpress_site, _uid()
     key, job, title = f"acme:job-{uid}:v1:create_draft", f"job-{uid}", f"Concurrent {uid}"
