@@ -6,8 +6,9 @@
 #                         fresh venv (init-db, serve, begin -> proxy -> WordPress -> confirm, proxy
 #                         /health, sweep); the plugin zip through WordPress's plugin API (suite +
 #                         uninstall) on 6.1
-#   make test-wp-matrix   WordPress $(WP_NEW_VERSION): plugin + proxy suites (mu-plugin), plugin suite +
-#                         zip lifecycle (regular plugin)
+#   make test-wp-matrix   WordPress $(WP_NEW_VERSION): plugin + proxy + reconcile suites (mu-plugin), plugin
+#                         suite + zip lifecycle (regular plugin); 6.1 is covered by test-wordpress,
+#                         test-reconcile and test-dist
 #   make test-n8n-matrix  the node's e2e suite on n8n $(N8N_2X_VERSION) and $(N8N_1X_VERSION), the dist
 #                         tarball installed into the nodes folder the way n8n installs community packages
 #   make wp-lint          php -l on the plugin and the stack's PHP; PHP_CodeSniffer + WPCS if present
@@ -43,10 +44,11 @@ test-dist: dist
 	$(PY) -m pytest -q -s tests/install
 	DURABLE_WP_PLUGIN_ZIP=$(PLUGIN_ZIP) $(PY) -m pytest -q -s tests/wordpress/test_plugin.py
 
-test-wp-matrix: dist
+test-wp-matrix: dist reconcile-browser
 	bash stack/ensure-services.sh
 	@python3 stack/wordpress.py core --wp-version $(WP_NEW_VERSION)
 	DURABLE_WP_VERSION=$(WP_NEW_VERSION) $(PY) -m pytest -q -s tests/wordpress
+	DURABLE_WP_VERSION=$(WP_NEW_VERSION) $(PY) -m pytest -q -s tests/reconcile
 	DURABLE_WP_VERSION=$(WP_NEW_VERSION) DURABLE_WP_PLUGIN_ZIP=$(PLUGIN_ZIP) $(PY) -m pytest -q -s tests/wordpress/test_plugin.py
 	DURABLE_WP_VERSION=$(WP_NEW_VERSION) $(PY) -m pytest -q -s tests/install/test_wp_plugin_zip.py
 
