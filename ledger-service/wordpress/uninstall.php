@@ -24,7 +24,12 @@ function durable_ops_uninstall_site() {
 }
 
 if ( is_multisite() ) {
-	foreach ( get_sites( array( 'fields' => 'ids', 'number' => 0 ) ) as $durable_ops_blog_id ) {
+	foreach ( get_sites(
+		array(
+			'fields' => 'ids',
+			'number' => 0,
+		)
+	) as $durable_ops_blog_id ) {
 		switch_to_blog( $durable_ops_blog_id );
 		durable_ops_uninstall_site();
 		restore_current_blog();
