@@ -33,12 +33,13 @@ export function makeContext({
 	executionId = 'exec-1',
 	workflowId = 'wf-1',
 	childNodes = [RESUMABLE_WAIT],
+	nodeVersion = 1,
 }) {
 	const node = {
 		id: 'node-1',
 		name: 'Durable Step',
 		type: 'n8n-nodes-durable.durableStep',
-		typeVersion: 1,
+		typeVersion: nodeVersion,
 		position: [0, 0],
 		parameters: {},
 	};

@@ -11,6 +11,7 @@ export const DEFAULT_FENCING_TOKEN = "={{ $('Start Job').item.json.fencing_token
 export const DEFAULT_OPERATION_KEY = "={{ $('Begin Step').item.json.durable.operation_key }}";
 export const DEFAULT_STEP_FENCING_TOKEN = "={{ $('Begin Step').item.json.durable.fencing_token }}";
 export const DEFAULT_ITEM_FENCING_TOKEN = '={{ $json.durable.fencing_token }}';
+export const DEFAULT_STEP_ATTEMPT = "={{ $('Begin Step').item.json.durable.attempt }}";
 
 const show = (...operation: string[]) => ({ show: { operation } });
 
@@ -38,6 +39,13 @@ export const properties: INodeProperties[] = [
 				value: 'recordOutcome',
 				description: 'Record what the side effect did: confirmed, failed or unknown',
 				action: 'Record a step outcome',
+			},
+			{
+				name: 'Report Lookup',
+				value: 'reportLookup',
+				description:
+					"Tell the ledger what your own lookup found for a step on Begin Step's Look Up output: found, absent or undecidable",
+				action: 'Report a lookup result',
 			},
 			{
 				name: 'Save Checkpoint',
@@ -201,12 +209,12 @@ export const properties: INodeProperties[] = [
 					'Explicit idempotency key. Empty: the ledger uses {tenant}:{job_id}:v{task_version}:{action}.',
 			},
 			{
-				displayName: 'Target',
-				name: 'target',
-				type: 'string',
-				default: '',
-				placeholder: 'wordpress:prod',
-				description: 'The remote system the side effect writes to (used by the reconciler)',
+				displayName: 'Reconcile Automatically',
+				name: 'autoReconcile',
+				type: 'boolean',
+				default: true,
+				description:
+					'Whether to ask the ledger to reconcile a step whose earlier attempt has no known outcome, before routing it to Needs Attention',
 			},
 			{
 				displayName: 'Requires Approval',
@@ -216,12 +224,20 @@ export const properties: INodeProperties[] = [
 				description: 'Whether an approver must have approved this exact payload first',
 			},
 			{
-				displayName: 'Reconcile Automatically',
-				name: 'autoReconcile',
+				displayName: 'Route Unknown Outcomes to Look Up',
+				name: 'routeToLookUp',
 				type: 'boolean',
-				default: true,
+				default: false,
 				description:
-					'Whether to ask the ledger to reconcile a step whose earlier attempt has no known outcome, before routing it to Needs Attention',
+					"Whether to add a Look Up output: a step whose earlier attempt has no known outcome, and that the ledger cannot reconcile itself, goes there so your nodes can search the remote for its operation key and answer with Report Lookup. Off: such steps go to Needs Attention (the review queue decides).",
+			},
+			{
+				displayName: 'Target',
+				name: 'target',
+				type: 'string',
+				default: '',
+				placeholder: 'wordpress:prod',
+				description: 'The remote system the side effect writes to (used by the reconciler)',
 			},
 		],
 	},
@@ -234,7 +250,7 @@ export const properties: INodeProperties[] = [
 		required: true,
 		default: DEFAULT_OPERATION_KEY,
 		description: 'The step to record. Defaults to the output of the node named Begin Step.',
-		displayOptions: show('recordOutcome'),
+		displayOptions: show('recordOutcome', 'reportLookup'),
 	},
 	{
 		displayName: 'Operation Key',
@@ -253,7 +269,69 @@ export const properties: INodeProperties[] = [
 		required: true,
 		default: DEFAULT_STEP_FENCING_TOKEN,
 		description: 'The lease token the step was begun with. Defaults to the output of the node named Begin Step.',
-		displayOptions: show('recordOutcome'),
+		displayOptions: show('recordOutcome', 'reportLookup'),
+	},
+
+	// ---- Report Lookup
+	{
+		displayName:
+			"Put this after the nodes that searched the remote for the operation key of an item from Begin Step's Look Up output. Found: Already Done. Absent (only if your lookup proves nothing was written): the step is dispatched again and the item goes to Proceed. Undecidable: Needs Attention (review queue).",
+		name: 'lookupNotice',
+		type: 'notice',
+		default: '',
+		displayOptions: show('reportLookup'),
+	},
+	{
+		displayName: 'Attempt',
+		name: 'attempt',
+		type: 'number',
+		required: true,
+		default: DEFAULT_STEP_ATTEMPT,
+		description:
+			'The attempt that was looked up (from the Look Up item). The ledger ignores a verdict for any other attempt.',
+		displayOptions: show('reportLookup'),
+	},
+	{
+		displayName: 'Result',
+		name: 'lookupResult',
+		type: 'options',
+		options: [
+			{
+				name: 'Absent',
+				value: 'absent',
+				description: 'The lookup proves nothing was written, and a late write of that attempt can no longer land',
+			},
+			{ name: 'Found', value: 'found', description: 'The object exists with this operation key' },
+			{ name: 'Undecidable', value: 'undecidable', description: 'The lookup cannot tell; an editor decides' },
+		],
+		default: 'found',
+		description:
+			'What the lookup found. Usually an expression on the lookup output, for example found when it returned an ID and absent when it returned nothing (see docs/builders.md).',
+		displayOptions: show('reportLookup'),
+	},
+	{
+		displayName: 'Remote ID',
+		name: 'remoteId',
+		type: 'string',
+		default: '={{ $json.id }}',
+		description: 'ID of the object the lookup found',
+		displayOptions: { show: { operation: ['reportLookup'], lookupResult: ['found'] } },
+	},
+	{
+		displayName: 'Receipt',
+		name: 'receipt',
+		type: 'json',
+		default: '={{ $json }}',
+		description: 'What to store as proof; Already Done returns it now and on later runs',
+		displayOptions: { show: { operation: ['reportLookup'], lookupResult: ['found'] } },
+	},
+	{
+		displayName: 'Evidence',
+		name: 'evidence',
+		type: 'json',
+		default: '{}',
+		description: 'What the lookup saw (query, match count...), stored with the verdict for editors',
+		displayOptions: show('reportLookup'),
 	},
 	{
 		displayName: 'Outcome',

@@ -1,11 +1,18 @@
 import type { IDataObject } from 'n8n-workflow';
 
-/** Output index: 0 Proceed / main, 1 Already Done, 2 Needs Attention. */
+/**
+ * Where an item goes, by output name. Which outputs a node has depends on its operation and
+ * version (outputs.ts); the node maps the name to the output's index.
+ */
+export type Route = 'Proceed' | 'Already Done' | 'Needs Attention' | 'Look Up' | 'Done';
+
 export interface StepResult {
-	output: 0 | 1 | 2;
+	output: Route;
 	json: IDataObject;
 }
 
-export const PROCEED = 0;
-export const ALREADY_DONE = 1;
-export const NEEDS_ATTENTION = 2;
+export const PROCEED: Route = 'Proceed';
+export const ALREADY_DONE: Route = 'Already Done';
+export const NEEDS_ATTENTION: Route = 'Needs Attention';
+export const LOOK_UP: Route = 'Look Up';
+export const DONE: Route = 'Done';

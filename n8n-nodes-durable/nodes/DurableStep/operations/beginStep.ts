@@ -2,10 +2,14 @@ import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-wor
 import { fencingToken, jsonParam, optionalString, requiredString } from '../params';
 import type { LedgerAnswer, LedgerRefusal } from '../transport';
 import { ledgerRequest, ledgerSend, operationPath, refusalError, slotRefusal } from '../transport';
-import { ALREADY_DONE, NEEDS_ATTENTION, PROCEED, type StepResult } from '../types';
+import { ALREADY_DONE, LOOK_UP, NEEDS_ATTENTION, PROCEED, type StepResult } from '../types';
 
 /** Human-readable explanations for the Needs Attention reason codes. */
 const EXPLANATIONS: Record<string, string> = {
+	lookup_required:
+		'An earlier attempt of this step was sent but its outcome was never recorded, and the ledger has no reconciler for this action. Look the object up by durable.operation_key (the key you stamped on it), then report found / absent / undecidable with Durable Step: Report Lookup. Nothing was repeated.',
+	lookup_not_applied:
+		'Report Lookup was for an attempt that is no longer the one in flight (another run moved this step on), so the ledger changed nothing. Run the workflow again: Begin Step asks for a lookup of the current attempt.',
 	outcome_unknown:
 		'An earlier attempt of this step was sent, but whether it took effect is unknown and the ledger could not prove it either way. Nothing was repeated. Check the remote system and resolve the operation in the review queue, then run the workflow again.',
 	needs_review:
@@ -25,21 +29,21 @@ const EXPLANATIONS: Record<string, string> = {
 	budget_exhausted: "The job's budget is used up.",
 };
 
-function explain(reason: string, ledgerMessage: unknown): string {
+export function explain(reason: string, ledgerMessage: unknown): string {
 	const base = EXPLANATIONS[reason];
 	const fromLedger = typeof ledgerMessage === 'string' && ledgerMessage ? ledgerMessage : '';
 	if (base && fromLedger) return `${base} (ledger: ${fromLedger})`;
 	return base || fromLedger || `The ledger stopped this step (${reason}).`;
 }
 
-interface BeginRequest {
+export interface BeginRequest {
 	jobId: string;
 	action: string;
 	token: number;
 	body: IDataObject;
 }
 
-function attention(
+export function attention(
 	item: INodeExecutionData,
 	req: BeginRequest,
 	decision: string,
@@ -68,15 +72,18 @@ function attention(
 	};
 }
 
-function refusalToAttention(item: INodeExecutionData, req: BeginRequest, refusal: LedgerRefusal): StepResult {
+export function refusalToAttention(item: INodeExecutionData, req: BeginRequest, refusal: LedgerRefusal): StepResult {
 	return attention(item, req, 'refused', refusal.code, refusal.message, undefined, {
 		http_status: refusal.status,
 		details: refusal.details,
 	});
 }
 
-/** Maps a begin answer to an output. Returns null for `reconcile` so the caller may reconcile. */
-function route(item: INodeExecutionData, req: BeginRequest, answer: IDataObject): StepResult | null {
+/**
+ * Maps a begin answer (also Report Lookup's, which has the same shape) to an output. Returns null
+ * for `reconcile` so the caller may reconcile.
+ */
+export function route(item: INodeExecutionData, req: BeginRequest, answer: IDataObject): StepResult | null {
 	const decision = String(answer.decision);
 	const operation = (answer.operation as IDataObject) ?? {};
 	const durable: IDataObject = {
@@ -121,6 +128,7 @@ interface Prepared {
 	req: BeginRequest;
 	operationKey: string | undefined;
 	autoReconcile: boolean;
+	lookUp: boolean;
 }
 
 /** Reads and checks one item's parameters; throws NodeOperationError for a bad one. */
@@ -142,7 +150,12 @@ function prepare(ctx: IExecuteFunctions, i: number): Prepared {
 	if (operationKey) body.operation_key = operationKey;
 	const target = optionalString(options.target);
 	if (target) body.target = target;
-	return { req: { jobId, action, token, body }, operationKey, autoReconcile: options.autoReconcile !== false };
+	return {
+		req: { jobId, action, token, body },
+		operationKey,
+		autoReconcile: options.autoReconcile !== false,
+		lookUp: options.routeToLookUp === true,
+	};
 }
 
 /** Routes the answer to an item's first begin (single route or batch slot), reconciling if asked. */
@@ -153,7 +166,7 @@ async function finish(
 	prepared: Prepared,
 	first: LedgerAnswer,
 ): Promise<StepResult> {
-	const { req, operationKey, autoReconcile } = prepared;
+	const { req, operationKey, autoReconcile, lookUp } = prepared;
 	const token = req.token;
 	if (!first.ok) {
 		if (!ROUTED_REFUSALS.has(first.refusal.code)) {
@@ -169,6 +182,12 @@ async function finish(
 	// provably absent write, or needs_review).
 	const operation = (first.body.operation as IDataObject) ?? {};
 	const key = String(operation.operation_key ?? operationKey ?? '');
+	const reconciliation = (first.body.reconciliation as IDataObject | undefined) ?? {};
+	if (lookUp && key && reconciliation.outcome === 'no_reconciler') {
+		// No server-side reconciler for this action: the workflow's own nodes look the object up
+		// by its operation key, and Report Lookup tells the ledger what they found.
+		return lookUpItem(item, req, key, operation, first.body.message);
+	}
 	if (autoReconcile && key) {
 		// Best effort: if the ledger cannot reconcile now (remote down, no reconciler for the
 		// target), the step still goes to Needs Attention, never to Proceed.
@@ -185,6 +204,35 @@ async function finish(
 		return attention(item, req, 'reconcile', 'outcome_unknown', second.body.message, second.body.operation as IDataObject);
 	}
 	return attention(item, req, 'reconcile', 'outcome_unknown', first.body.message, operation);
+}
+
+/** The Look Up output's item: what the lookup nodes and Report Lookup need, and why. */
+function lookUpItem(
+	item: INodeExecutionData,
+	req: BeginRequest,
+	key: string,
+	operation: IDataObject,
+	message: unknown,
+): StepResult {
+	return {
+		output: LOOK_UP,
+		json: {
+			...item.json,
+			durable: {
+				decision: 'reconcile',
+				reason: 'lookup_required',
+				explanation: explain('lookup_required', message),
+				job_id: req.jobId,
+				action: req.action,
+				operation_key: key,
+				fencing_token: req.token,
+				state: (operation.state as string) ?? null,
+				attempt: (operation.attempt as number) ?? null,
+				target: (operation.target as string) ?? null,
+				operation,
+			},
+		},
+	};
 }
 
 /** One item: one `POST /v1/operations/begin`. */

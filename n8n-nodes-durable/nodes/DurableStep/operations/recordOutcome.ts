@@ -3,7 +3,7 @@ import { NodeOperationError } from 'n8n-workflow';
 import { readSideEffectFailure } from '../classify';
 import { fencingToken, jsonParam, optionalString, requiredString } from '../params';
 import { ledgerCall, operationPath } from '../transport';
-import { PROCEED, type StepResult } from '../types';
+import { DONE, NEEDS_ATTENTION, PROCEED, type StepResult } from '../types';
 
 function asReceipt(value: unknown): IDataObject {
 	if (value && typeof value === 'object' && !Array.isArray(value)) return value as IDataObject;
@@ -74,13 +74,45 @@ export async function recordOutcome(
 
 	const answer = await ledgerCall(ctx, 'POST', operationPath(key, verb), body, i, what);
 	const operation = (answer.operation as IDataObject) ?? {};
+	const state = (operation.state as string) ?? null;
+	// The same keys as Begin Step's Already Done item, so both paths can join one node that
+	// reads $json.durable.remote_id / receipt.
 	const durable: IDataObject = {
-		operation_key: key,
+		decision: 'recorded',
 		recorded: verb,
-		state: operation.state ?? null,
+		job_id: operation.job_id ?? null,
+		action: operation.action ?? null,
+		operation_key: key,
+		fencing_token: token,
+		state,
+		attempt: operation.attempt ?? null,
 		remote_id: operation.remote_id ?? null,
+		receipt: state === 'CONFIRMED' ? { remote_id: operation.remote_id ?? null, ...((operation.receipt as IDataObject) ?? {}) } : null,
 		operation,
 	};
 	if (failure) durable.side_effect_error = { ...failure };
-	return { output: PROCEED, json: { ...item.json, durable } };
+	if (answer.classification) durable.classification = answer.classification;
+	const json = { ...item.json, durable };
+	if (Number(ctx.getNode().typeVersion ?? 1) < 1.1) return { output: PROCEED, json };
+	if (state === 'CONFIRMED') return { output: DONE, json };
+	const reason = notDoneReason(operation, String(answer.classification ?? verb));
+	durable.reason = reason;
+	durable.explanation = NOT_DONE[reason];
+	return { output: NEEDS_ATTENTION, json };
+}
+
+const NOT_DONE: Record<string, string> = {
+	failed:
+		'The side effect failed and the ledger recorded that nothing was written; the next run of this workflow tries it again (the gate counts the attempts).',
+	failed_permanently: 'The side effect failed with an error that retrying cannot fix; the step will not be tried again.',
+	authorization_revoked:
+		'The remote system refused the credentials (401/403); the job is halted until they are fixed. Nothing will be retried automatically.',
+	outcome_unknown:
+		'The side effect was sent but its result is unknown (timeout, connection reset, 5xx). The next run reconciles it before anything is repeated (Look Up, or the review queue).',
+};
+
+function notDoneReason(operation: IDataObject, classification: string): string {
+	if (operation.state === 'UNKNOWN' || operation.state === 'SENT') return 'outcome_unknown';
+	if (classification === 'fail_halt') return 'authorization_revoked';
+	return operation.retryable === false ? 'failed_permanently' : 'failed';
 }

@@ -1,7 +1,7 @@
 import type { IDataObject, IExecuteFunctions } from 'n8n-workflow';
 import { jsonObject, optionalString, parseJson, requiredString } from '../params';
 import { jobPath, ledgerCall } from '../transport';
-import type { StepResult } from '../types';
+import { PROCEED, type StepResult } from '../types';
 
 export async function startJob(ctx: IExecuteFunctions, i: number): Promise<StepResult> {
 	const jobId = requiredString(ctx, 'jobId', i, 'Job ID');
@@ -27,7 +27,7 @@ export async function startJob(ctx: IExecuteFunctions, i: number): Promise<StepR
 	);
 	const leasedJob = (lease.job as IDataObject) ?? job;
 	return {
-		output: 0,
+		output: PROCEED,
 		json: {
 			job_id: jobId,
 			fencing_token: lease.fencing_token as number,
