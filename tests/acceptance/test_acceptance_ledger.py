@@ -23,7 +23,7 @@ THREADS, KEYS_PER_THREAD = 8, 15
 
 
 def _workers(master_pid):
-    """gunicorn worker pids: the children of the master, read from /proc."""
+    """gunicorn worker pids: the master's children that are workers, read from /proc."""
     out = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -31,6 +31,13 @@ def _workers(master_pid):
         except OSError:
             continue
         if int(fields[1]) == master_pid:
+            try:
+                cmdline = (stat.parent / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            # `serve` also starts its background passes (approval deliverer, sweeper) as children.
+            if b"deliver-approvals" in cmdline or b"sweep" in cmdline:
+                continue
             out.append(int(stat.parent.name))
     return sorted(out)
 
