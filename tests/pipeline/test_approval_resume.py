@@ -14,6 +14,7 @@ Counted in WordPress (published posts of the job) and in n8n's own execution tab
 """
 from __future__ import annotations
 
+import json
 import secrets
 import subprocess
 import time
@@ -211,9 +212,9 @@ def test_n8n_down_at_approval_time_is_resumed_once_when_back(rstack):
           f"delivered on attempt {wait['delivery']['attempts']}")
 
 
-def test_zz_editor_shows_the_approval_loop(rstack, tmp_path):
+def _editor_screenshot(st, tmp_path, file_name, must_show, window="1600,900"):
     """The n8n editor with the shipped workflow at fit-to-window, in Debian's headless Chromium.
-    DURABLE_UPDATE_SCREENSHOTS=1 also writes it to docs/img/ for the README."""
+    DURABLE_UPDATE_SCREENSHOTS=1 also writes it to docs/img/ for the docs. Returns the node labels."""
     import os
     import shutil
 
@@ -224,13 +225,15 @@ def test_zz_editor_shows_the_approval_loop(rstack, tmp_path):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    st = rstack
     owner = {"email": "owner@example.test", "firstName": "Demo", "lastName": "Owner", "password": "Durable-Steps-1"}
     r = requests.post(f"{st.n8n_url}/rest/owner/setup", json=owner, timeout=30)
+    if r.status_code != 200:  # the owner exists already (an earlier screenshot of this module)
+        r = requests.post(f"{st.n8n_url}/rest/login", json={"emailOrLdapLoginId": owner["email"],
+                                                             "password": owner["password"]}, timeout=30)
     assert r.status_code == 200, r.text
     cookie = r.cookies.get("n8n-auth")
     opts = webdriver.ChromeOptions()
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1600,900",
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", f"--window-size={window}",
                 f"--user-data-dir={tmp_path / 'chromium'}"):
         opts.add_argument(arg)
     opts.binary_location = "/usr/bin/chromium"
@@ -240,7 +243,7 @@ def test_zz_editor_shows_the_approval_loop(rstack, tmp_path):
         driver.add_cookie({"name": "n8n-auth", "value": cookie, "path": "/"})
         driver.get(f"{st.n8n_url}/workflow/{workflow_id('rs-approve')}")
         WebDriverWait(driver, 60).until(
-            lambda d: len(d.find_elements(By.CSS_SELECTOR, "[data-test-id='canvas-node']")) > 40)
+            lambda d: len(d.find_elements(By.CSS_SELECTOR, "[data-test-id='canvas-node']")) > 30)
         time.sleep(1.5)  # the canvas fits the view after the nodes are measured
         body = driver.find_element(By.TAG_NAME, "body")
         body.send_keys("1")  # n8n's shortcut: zoom to fit
@@ -248,13 +251,28 @@ def test_zz_editor_shows_the_approval_loop(rstack, tmp_path):
         names = driver.execute_script(
             "return [...document.querySelectorAll(\"[data-test-id='canvas-node']\")].map(n => n.innerText)")
         text = " ".join(names)
-        for node in ("Register: Approval Wait", "Wait: Approver Decides", "Approval Pending?", "Stop: Not Approved"):
+        for node in must_show:
             assert node in text, (node, names)
-        shot = tmp_path / "n8n-approval-wait.png"
+        shot = tmp_path / file_name
         driver.save_screenshot(str(shot))
         print(f"\nDURABLE_RESUME editor screenshot {shot}")
         if os.environ.get("DURABLE_UPDATE_SCREENSHOTS") == "1":
             (REPO / "docs" / "img").mkdir(exist_ok=True)
-            shutil.copy(shot, REPO / "docs" / "img" / "n8n-approval-wait.png")
+            shutil.copy(shot, REPO / "docs" / "img" / file_name)
+        return names
     finally:
         driver.quit()
+
+
+def test_zz_editor_shows_the_approval_loop(rstack, tmp_path):
+    _editor_screenshot(rstack, tmp_path, "n8n-approval-wait.png",
+                       ("Register: Approval Wait", "Wait: Approver Decides", "Approval Pending?", "Stop: Not Approved"))
+
+
+def test_zz_editor_shows_the_whole_pipeline(rstack, tmp_path):
+    """docs/img/article-pipeline.png: every section and sticky note of the workflow at fit-to-window."""
+    names = _editor_screenshot(rstack, tmp_path, "article-pipeline.png",
+                               ("Start Job", "Begin: Generate Article", "Record: Create Draft", "Verify Read-Back",
+                                "Begin: Publish", "Stop: Uploads or Draft Need Attention"))
+    nodes = json.loads((REPO / "workflows" / "article-pipeline.json").read_text())["nodes"]
+    assert len(names) >= len([n for n in nodes if not n["type"].endswith("stickyNote")])

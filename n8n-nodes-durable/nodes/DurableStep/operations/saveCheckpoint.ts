@@ -37,8 +37,10 @@ export async function saveCheckpoint(
 	if (typeof options.taskVersion === 'number' && options.taskVersion > 0) body.task_version = options.taskVersion;
 
 	const answer = await ledgerCall(ctx, 'POST', jobPath(jobId, '/checkpoints'), body, i, `Saving checkpoint ${phase} of job ${jobId}`);
-	return {
-		output: PROCEED,
-		json: { ...item.json, durable: { job_id: jobId, phase, checkpoint: answer.checkpoint ?? null, job: answer.job ?? null } },
-	};
+	const checkpoint = { job_id: jobId, phase, checkpoint: answer.checkpoint ?? null, job: answer.job ?? null };
+	// 1.1: a checkpoint right after a step (Done / Already Done) keeps that step's fields, so the
+	// nodes after it still read $json.durable.remote_id / receipt.
+	const step = item.json.durable;
+	const keep = Number(ctx.getNode().typeVersion ?? 1) >= 1.1 && step && typeof step === 'object' && !Array.isArray(step);
+	return { output: PROCEED, json: { ...item.json, durable: keep ? { ...(step as IDataObject), ...checkpoint } : checkpoint } };
 }
