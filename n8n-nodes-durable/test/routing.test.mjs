@@ -235,3 +235,18 @@ describe('record outcome routes', () => {
 		assert.match(out[1][0].json.error, /Operation Key/);
 	});
 });
+
+describe('save checkpoint 1.1', () => {
+	test('checkpoint_after_a_step_keeps_its_durable_fields', async () => {
+		const jobId = uniqueJob('ckpt');
+		const token = await startJob(jobId);
+		const item = { json: { a: 1, durable: { remote_id: '9', receipt: { remote_id: '9', x: 1 }, state: 'CONFIRMED' } } };
+		const params = { operation: 'saveCheckpoint', jobId, fencingToken: token, phase: 'STARTED', artifacts: {}, checkpointOptions: {} };
+		const out = await run(params, [item]);
+		assert.deepEqual(sizes(out), [1]);
+		const d = out[0][0].json.durable;
+		assert.deepEqual([d.remote_id, d.receipt.x, d.phase, d.job_id], ['9', 1, 'STARTED', jobId]);
+		const v1 = (await runNode({ items: [item], credentials: creds, params: { ...params, phase: 'STARTED' }, nodeVersion: 1 })).out;
+		assert.equal(v1[0][0].json.durable.remote_id, undefined);
+	});
+});
