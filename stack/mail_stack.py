@@ -129,12 +129,12 @@ class MailServer:
         conf = w / "dovecot.conf"
         conf.write_text(DOVECOT_CONF.format(work=w, maildir=maildir, home=home, uid=pw.pw_uid, gid=pw.pw_gid,
                                             imap_port=imap_port, http_port=http_port, api_key=api_key))
-        log = open(w / "services.log", "ab")
-        self.procs.append(subprocess.Popen(["dovecot", "-F", "-c", str(conf)], stdout=log, stderr=log,
-                                           start_new_session=True))
-        self.procs.append(subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve()), "smtp", "--port", str(smtp_port), "--maildir", str(maildir)],
-            stdout=log, stderr=log, start_new_session=True))
+        with open(w / "services.log", "ab") as log:  # the children keep their own descriptors
+            self.procs.append(subprocess.Popen(["dovecot", "-F", "-c", str(conf)], stdout=log, stderr=log,
+                                               start_new_session=True))
+            self.procs.append(subprocess.Popen(
+                [sys.executable, str(Path(__file__).resolve()), "smtp", "--port", str(smtp_port), "--maildir",
+                 str(maildir)], stdout=log, stderr=log, start_new_session=True))
         self.state = {"workdir": str(w), "maildir": str(maildir), "smtp_port": smtp_port, "imap_port": imap_port,
                       "doveadm_url": f"http://127.0.0.1:{http_port}/doveadm/v1", "api_key": api_key,
                       "user": IMAP_USER, "password": password, "domain": DOMAIN,

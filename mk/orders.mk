@@ -1,0 +1,16 @@
+# The orders sample (issue 15, item 3): workflows/orders-pipeline.json in real n8n 2.40.7 against a
+# real PostgreSQL, MariaDB and mail server (aiosmtpd -> Maildir -> Dovecot IMAP, from PyPI and
+# Debian), interrupted at every boundary of every side effect and re-run; counted in the remotes.
+# DURABLE_UPDATE_SCREENSHOTS=1 refreshes docs/img/orders-pipeline.png.
+TEST_TARGETS += test-orders
+
+.PHONY: test-orders orders-deps
+
+orders-deps: pipeline-deps reconcile-browser
+	@command -v dovecot >/dev/null || { export DEBIAN_FRONTEND=noninteractive; \
+	  apt-cache show dovecot-imapd >/dev/null 2>&1 || apt-get update -qq; \
+	  apt-get install -y -qq --no-install-recommends dovecot-imapd >/dev/null; }
+	@$(PY) -c 'import aiosmtpd' 2>/dev/null || $(PIP) install -q aiosmtpd
+
+test-orders: orders-deps
+	$(PY) -m pytest -q -s tests/orders

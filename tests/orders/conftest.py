@@ -1,0 +1,42 @@
+"""The orders sample end to end: real n8n 2.40.7 running workflows/orders-pipeline.json against
+a real PostgreSQL, MariaDB and mail server (SMTP -> Maildir -> Dovecot IMAP), with the real ledger
+behind a fault relay. One stack per session; each case has its own batch of three orders (its own
+jobs and operation keys) and its own copy of the workflow, all imported at once."""
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parents[1]
+REPO = TESTS.parent
+for p in (str(TESTS), str(REPO / "stack")):
+    if p not in sys.path:
+        sys.path.insert(0, p)
+
+from orders_stack import ACTIONS, WORKFLOW_FILE, OrdersStack  # noqa: E402
+
+POINTS = ("before_send", "after_write", "after_receipt")
+SHORT = {"pg_insert_order": "pg", "mariadb_insert_order": "maria", "send_confirmation": "mail",
+         "before_send": "bs", "after_write": "aw", "after_receipt": "ar"}
+CASES = [(a, p) for a in ACTIONS for p in POINTS]
+
+
+def batch_for(action, point):
+    return f"o-{SHORT[action]}-{SHORT[point]}"
+
+
+def workflow_for(action, point):
+    return f"wfOrders{SHORT[action].title()}{SHORT[point].upper()}"
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory):
+    st = OrdersStack(tmp_path_factory.mktemp("orders"), say=lambda m: print(f"[orders] {m}"))
+    try:
+        st.start()
+        shipped = json.loads(WORKFLOW_FILE.read_text())  # as shipped, for the editor screenshot
+        st.import_workflows([st.workflow(workflow_for(a, p), batch_for(a, p)) for a, p in CASES] + [shipped])
+        yield st
+    finally:
+        st.stop()
