@@ -10,8 +10,9 @@ article generator:
   * its arguments: every parameter of that function's JSON schema is read from a `name: value`
     line of the user messages (typed by the schema: integer, number, boolean, string);
   * the model calls that tool with the SAME arguments `--tool-calls` times (default 3; a
-    `standin_tool_calls: N` line overrides), one call per turn, each under a NEW call id
-    (`call_<random>`), the way a model repeats a call it is unsure about;
+    `standin_tool_calls: N` line overrides), one call per turn (all in one turn with a
+    `standin_parallel: true` line), each under a NEW call id (`call_<random>`), the way a model
+    repeats a call it is unsure about;
   * when the conversation holds that many `tool` messages for the script's tool, the model
     answers with a final message that quotes every tool result in order (its `message` field
     when the result is JSON with one, else the raw content).
@@ -91,10 +92,14 @@ def script_turn(body: dict, tool_calls: int = TOOL_CALLS) -> dict:
             for c in (m.get("tool_calls") or []) if (c.get("function") or {}).get("name") == fn["name"]}
     results = [_text(m.get("content")) for m in messages if m.get("role") == "tool" and m.get("tool_call_id") in ours]
     if len(results) < n:
-        call = {"id": f"call_{secrets.token_hex(12)}", "type": "function",
-                "function": {"name": fn["name"], "arguments": json.dumps(args)}}
+        # One call per turn; with a `standin_parallel: true` line all remaining calls in one turn
+        # (parallel tool calls, as models do when they fan out).
+        parallel = (_line(user, "standin_parallel") or "").lower() in ("true", "yes", "1")
+        calls = [{"id": f"call_{secrets.token_hex(12)}", "type": "function",
+                  "function": {"name": fn["name"], "arguments": json.dumps(args)}}
+                 for _ in range(n - len(results) if parallel else 1)]
         return {"finish_reason": "tool_calls",
-                "message": {"role": "assistant", "content": None, "tool_calls": [call], "refusal": None}}
+                "message": {"role": "assistant", "content": None, "tool_calls": calls, "refusal": None}}
     lines = [f"I called {fn['name']} {len(results)} times with the same arguments {json.dumps(args, sort_keys=True)} "
              f"(the OpenAI stand-in's script, not a real model). What the tool returned each time:"]
     for i, content in enumerate(results, 1):

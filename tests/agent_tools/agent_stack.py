@@ -87,9 +87,15 @@ class AgentToolStack(PipelineStack):
         text = TOOL_FILE.read_text().replace(SHIPPED_REFUNDS_URL, self.relay.url)
         return json.loads(text)
 
-    def agent_workflow(self, workflow_id: str, request: dict) -> dict:
-        """The shipped agent workflow with this refund request (customer_id, refund_id, amount_cents, currency)."""
+    def agent_workflow(self, workflow_id: str, request: dict, parallel: bool = False) -> dict:
+        """The shipped agent workflow with this refund request (customer_id, refund_id, amount_cents,
+        currency). ``parallel``: the stand-in makes its three calls in one turn (parallel tool calls)."""
         wf = copy.deepcopy(json.loads(AGENT_FILE.read_text()))
+        if parallel:
+            agent = next(n for n in wf["nodes"] if n["name"] == "AI Agent")
+            text = agent["parameters"]["text"]
+            assert text.endswith(" }}"), text
+            agent["parameters"]["text"] = text[:-3] + " + '\\nstandin_parallel: true' }}"
         wf["id"], wf["name"] = workflow_id, f"{wf['name']} [{request['refund_id']}]"
         node = next(n for n in wf["nodes"] if n["name"] == "Refund Request")
         for a in node["parameters"]["assignments"]["assignments"]:

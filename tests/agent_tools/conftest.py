@@ -22,6 +22,7 @@ REQUESTS = {
     "three": {"customer_id": "C-1042", "refund_id": "RF-3001", "amount_cents": 2500, "currency": "EUR"},
     "afterwrite": {"customer_id": "C-2077", "refund_id": "RF-3002", "amount_cents": 1299, "currency": "EUR"},
     "beforesend": {"customer_id": "C-3150", "refund_id": "RF-3003", "amount_cents": 800, "currency": "USD"},
+    "parallel": {"customer_id": "C-4201", "refund_id": "RF-3004", "amount_cents": 4200, "currency": "EUR"},
     "conflict": {"customer_id": "C-1042", "refund_id": "RF-3001", "amount_cents": 9900, "currency": "EUR"},
 }
 
@@ -35,7 +36,8 @@ def stack(tmp_path_factory):
     st = AgentToolStack(tmp_path_factory.mktemp("agent-tools"), say=lambda m: print(f"[agent-tools] {m}"))
     try:
         st.start()
-        st.import_workflows([st.tool_workflow()] + [st.agent_workflow(workflow_id(n), r) for n, r in REQUESTS.items()])
+        st.import_workflows([st.tool_workflow()] + [st.agent_workflow(workflow_id(n), r, parallel=n == "parallel")
+                                               for n, r in REQUESTS.items()])
         st.publish()
         yield st
     finally:

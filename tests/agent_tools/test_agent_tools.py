@@ -11,6 +11,8 @@ under a new call id. The tool workflow gates the refund by operation key
                  refund by its stamped key, Report Lookup: found -> Already Done; still 1 refund
     beforesend   n8n SIGKILLed with the create request held before it reached the refunds API:
                  Look Up finds nothing, Report Lookup: absent -> Proceed -> exactly 1 refund
+    parallel     the three calls in ONE model turn (parallel tool calls): n8n runs the tool node once
+                 per call, one after the other; 1 refund, two stored receipts
     conflict     the same refund id with another amount: digest_mismatch -> Needs Attention; the
                  agent hears "Not done", nothing is sent
 
@@ -144,6 +146,24 @@ def test_killed_before_the_request_reached_the_remote_then_rerun(stack):
         f"Already done: refund {refund['id']} was issued earlier for C-3150 / RF-3003"] * 2, lines
     print(f"\nDURABLE_AGENT_TOOLS killed before send: re-run {rerun['seconds']} s, lookup absent -> attempt 2, "
           f"refunds at the remote for {op_key(req)}: 1")
+
+
+def test_parallel_tool_calls_in_one_turn_refund_once(stack):
+    st, req = stack, REQUESTS["parallel"]
+    res = run_agent(st, "parallel")
+    (refund,) = st.refunds(refund_id=req["refund_id"])
+    convo = [b for b in st.standin_requests() if "RF-3004" in json.dumps(b["messages"])]
+    # Two model requests: the one answered with three tool calls at once, and the final answer's
+    # (n8n replays the history as one assistant message per call, each followed by its tool result).
+    assert len(convo) == 2, [len(b["messages"]) for b in convo]
+    answered = [m["tool_call_id"] for m in convo[-1]["messages"] if m.get("role") == "tool"]
+    assert len(set(answered)) == 3, answered
+    calls = tool_calls(res["run"])
+    assert_all_answers_are_the_receipt(calls, refund["id"], req, ["issued_now", "already_done", "already_done"])
+    runs = res["run"]["data"]["resultData"]["runData"]["issue_refund"]
+    spans = [(r["startTime"], r["startTime"] + r["executionTime"]) for r in runs]
+    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), spans  # n8n ran them one after the other
+    print(f"\nDURABLE_AGENT_TOOLS parallel calls in one turn: {res['seconds']} s, refunds at the remote: 1")
 
 
 def test_same_refund_with_other_amount_is_not_done_and_not_sent(stack):
