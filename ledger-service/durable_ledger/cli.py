@@ -1,4 +1,4 @@
-"""`durable-ledger`: init-db, serve, token create, proxy serve."""
+"""`durable-ledger`: init-db / migrate, serve, token create, proxy serve."""
 
 import argparse
 import json
@@ -19,8 +19,21 @@ def cmd_init_db(args, cfg):
     from .models import create_schema
 
     _bind(cfg)
-    create_schema()
-    print(json.dumps({"schema": "ok", **cfg.redacted()}))
+    try:
+        result = create_schema()
+    except RuntimeError as exc:  # a newer schema, or a model change without a migration
+        raise ValueError(str(exc)) from exc
+    print(json.dumps({"schema": "ok", **result, **cfg.redacted()}))
+
+
+def cmd_migrate(args, cfg):
+    """`migrate`: init-db's upgrade, or with --status only what it would do."""
+    if not args.status:
+        return cmd_init_db(args, cfg)
+    from .migrations import status
+
+    _bind(cfg)
+    print(json.dumps({**status(), **cfg.redacted()}))
 
 
 def cmd_token_create(args, cfg):
@@ -185,6 +198,9 @@ def build_parser():
     parser = argparse.ArgumentParser(prog="durable-ledger", description="Durable Steps ledger service")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("init-db", help="create or migrate the schema (idempotent)").set_defaults(func=cmd_init_db)
+    mig = sub.add_parser("migrate", help="upgrade the schema (same as init-db); --status shows version and pending")
+    mig.add_argument("--status", action="store_true", help="print the schema version and pending migrations only")
+    mig.set_defaults(func=cmd_migrate)
     serve = sub.add_parser("serve", help="run the ledger API under gunicorn")
     _serve_args(serve, 8787)
     serve.add_argument("--sweep-interval", default=os.environ.get("DURABLE_SWEEP_INTERVAL"),

@@ -16,8 +16,6 @@ from peewee import (
     TextField,
 )
 
-from peewee import SqliteDatabase
-
 from .db import db
 
 
@@ -217,30 +215,10 @@ ALL_MODELS = [ApiToken, Job, Lease, Operation, OperationEvent, Checkpoint, Audit
 
 
 def create_schema():
-    """Idempotent: creates missing tables and indexes, leaves existing data alone."""
-    from .agents.models import AGENT_MODELS
-    from .wait_models import WAIT_MODELS
+    """Create or upgrade the schema to this release's (idempotent, leaves existing data alone).
 
-    models = ALL_MODELS + AGENT_MODELS + WAIT_MODELS
-    with db.connection_context():
-        db.create_tables(models, safe=True)
-        _add_missing_columns(models)
+    Runs the numbered migrations in durable_ledger/migrations (see its docstring); returns
+    {"version", "applied", "created"}."""
+    from .migrations import migrate_schema
 
-
-def _add_missing_columns(models):
-    """Forward-only migration: columns added to a model since the table was created."""
-    from playhouse.migrate import PostgresqlMigrator, SqliteMigrator, migrate
-
-    migrator = SqliteMigrator(db.obj) if isinstance(db.obj, SqliteDatabase) else PostgresqlMigrator(db.obj)
-    ops = []
-    for model in models:
-        table = model._meta.table_name
-        existing = {c.name for c in db.get_columns(table)}
-        for field in model._meta.sorted_fields:
-            if field.column_name not in existing:
-                if not field.null and field.default is None:
-                    raise RuntimeError(f"cannot add NOT NULL column {table}.{field.column_name} without a default")
-                ops.append(migrator.add_column(table, field.column_name, field))
-    if ops:
-        with db.atomic():
-            migrate(*ops)
+    return migrate_schema()
