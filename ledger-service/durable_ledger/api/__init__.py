@@ -28,6 +28,10 @@ def create_app(config=None, init_schema=True):
     app.config["DURABLE"] = cfg
     app.config["MAX_CONTENT_LENGTH"] = cfg.max_body_bytes
     app.json.sort_keys = False
+    from .. import tracing
+
+    if tracing.enabled():  # OTEL_* variables set (docs/operations.md#tracing); off: nothing imported
+        tracing.setup(app, "durable-ledger")
     # A percent-encoded slash arrives decoded: /v1/operations/%2Fvictim/confirm is the path
     # /v1/operations//victim/confirm. With slash merging on, Werkzeug answers 308 to
     # /v1/operations/victim/confirm and a client that follows redirects (n8n does) confirms

@@ -2,6 +2,7 @@
 
 from flask import Blueprint, jsonify, request
 
+from .. import tracing
 from ..core import lookup
 from ..core import operations as ops
 from ..core.render import event_dict, operation_dict
@@ -16,6 +17,10 @@ def _begin(who, body):
     if "payload" not in body:
         body["payload"] = ops._MISSING
     cfg = config()
+    if tracing.tracer is not None:  # one durable.gate span with the decision (ids only, never the payload)
+        return tracing.gate(body, lambda: ops.begin(who, default_max_attempts=cfg.default_max_attempts,
+                                                    backoff_base_s=cfg.backoff_base_s,
+                                                    reconcile_claim_s=cfg.reconcile_claim_s, **body))
     return ops.begin(who, default_max_attempts=cfg.default_max_attempts, backoff_base_s=cfg.backoff_base_s,
                      reconcile_claim_s=cfg.reconcile_claim_s, **body)
 
@@ -120,9 +125,12 @@ def lookup_result(key):
     who = principal().require("runner")
     b = schemas.load(schemas.LookupResultSchema, request)
     cfg = config()
-    return jsonify(lookup.report_lookup(who, key, default_max_attempts=cfg.default_max_attempts,
-                                        backoff_base_s=cfg.backoff_base_s, reconcile_claim_s=cfg.reconcile_claim_s,
-                                        **b))
+
+    def decide():
+        return lookup.report_lookup(who, key, default_max_attempts=cfg.default_max_attempts,
+                                    backoff_base_s=cfg.backoff_base_s, reconcile_claim_s=cfg.reconcile_claim_s, **b)
+
+    return jsonify(decide() if tracing.tracer is None else tracing.gate({**b, "operation_key": key}, decide))
 
 
 @bp.get("/<path:key>")

@@ -46,6 +46,10 @@ def create_proxy_app(config: dict | None = None) -> Flask:
     sites = config["sites"] if "sites" in config else load_sites(env)
     app = Flask(__name__)
     app.json.sort_keys = False
+    from .. import tracing
+
+    if tracing.enabled():  # OTEL_* variables set: request spans, WordPress calls as child spans
+        tracing.setup(app, "durable-ledger-proxy")
     app.config["PROXY_SITES"] = SiteRegistry(
         sites,
         connect_timeout=float(config.get("connect_timeout", env.get("DURABLE_PROXY_CONNECT_TIMEOUT", 5))),
