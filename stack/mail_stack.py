@@ -17,15 +17,14 @@ Root is needed to start Dovecot (it drops to its own users). The Maildir's direc
 the Debian `mail` user (uid 8), Dovecot's mail user here; the SMTP process (root, because the
 venv's interpreter may live under /root) writes world-readable files into new/.
 
-    python stack/mail_stack.py up --state FILE      # prints the state JSON (ports, user, api key)
-    python stack/mail_stack.py down --state FILE
+    MailServer().start() -> state (ports, user, password, doveadm URL + API key); .stop() removes it all
+    python stack/mail_stack.py smtp --port P --maildir DIR   # the SMTP process MailServer starts
 """
 from __future__ import annotations
 
 import argparse
 import base64
 import imaplib
-import json
 import os
 import pwd
 import secrets

@@ -121,7 +121,9 @@ class OrdersStack(PipelineStack):
         self.ledger_url = f"http://127.0.0.1:{lp}"
         env = {**os.environ, "DURABLE_DATABASE_URL": f"sqlite:///{self.workdir / 'ledger.db'}",
                "DURABLE_BOOTSTRAP_TOKENS": tokens, "DURABLE_LOG_LEVEL": "INFO", "DURABLE_DATA_DIR": str(self.workdir)}
-        subprocess.run([str(LEDGER_BIN), "init-db"], env=env, check=True, capture_output=True)
+        out = subprocess.run([str(LEDGER_BIN), "init-db"], env=env, capture_output=True, text=True)
+        if out.returncode != 0:
+            raise RuntimeError(f"durable-ledger init-db failed:\n{out.stdout}\n{out.stderr}")
         self.say(f"ledger (SQLite) on {self.ledger_url}")
         led = Service("ledger", [str(LEDGER_BIN), "serve", "--host", "127.0.0.1", "--port", str(lp),
                                  "--workers", "1", "--threads", "8"], env, self.workdir / "ledger.log")
