@@ -129,7 +129,7 @@ class MailServer:
         conf.write_text(DOVECOT_CONF.format(work=w, maildir=maildir, home=home, uid=pw.pw_uid, gid=pw.pw_gid,
                                             imap_port=imap_port, http_port=http_port, api_key=api_key))
         with open(w / "services.log", "ab") as log:  # the children keep their own descriptors
-            self.procs.append(subprocess.Popen(["dovecot", "-F", "-c", str(conf)], stdout=log, stderr=log,
+            self.procs.append(subprocess.Popen([shutil.which("dovecot") or "/usr/sbin/dovecot", "-F", "-c", str(conf)], stdout=log, stderr=log,
                                                start_new_session=True))
             self.procs.append(subprocess.Popen(
                 [sys.executable, str(Path(__file__).resolve()), "smtp", "--port", str(smtp_port), "--maildir",
