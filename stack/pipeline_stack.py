@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import random
 import re
 import secrets
 import shutil
@@ -44,8 +45,38 @@ CRED_LEDGER = {"id": "durableLedgerCred", "name": "Durable Ledger"}
 CRED_OPENAI = {"id": "openAiCred", "name": "OpenAI"}
 
 
+_handed_out: set[int] = set()
+
+
+def _ephemeral_floor() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    with socket.socket() as s:
+    """A free port for a server we start, chosen *below* the kernel's ephemeral range.
+
+    A port from bind(0) lies inside that range, and between our check and the server's own bind
+    (seconds, for n8n) any outgoing connection (n8n to Redis or PostgreSQL, the ledger to its
+    pool) can take it as its source port: the server then dies with "port already in use".
+    Ports below the range are never picked as source ports. Never the same port twice per process.
+    """
+    floor = _ephemeral_floor()
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randrange(15000, max(15001, floor))
+        if port in _handed_out:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
+    with socket.socket() as s:  # crowded below the range: fall back to the kernel's choice
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
