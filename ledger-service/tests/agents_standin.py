@@ -29,10 +29,10 @@ INPUT = TypeAdapter(AgentSessionInputParam)
 PREFIX = "/v1/agents/sessions"
 
 
-def session_body(session_id, status="idle", required_actions=(), environment=None, model="gpt-5"):
+def session_body(session_id, status="idle", required_actions=(), environment=None, model="gpt-5", metadata=None):
     body = {
         "id": session_id, "object": "agent.session", "created_at": int(time.time()),
-        "last_active_at": int(time.time()), "metadata": {}, "status": status, "vault_ids": [],
+        "last_active_at": int(time.time()), "metadata": metadata or {}, "status": status, "vault_ids": [],
         "required_actions": list(required_actions), "environment": environment or {"type": "none"},
         "agent": {"id": "agent_test", "model": model, "multi_agent": {"enabled": False}, "reasoning": {},
                   "service_tier": "auto", "text": {"format": {"type": "text"}, "verbosity": "medium"},
@@ -117,6 +117,7 @@ class StandIn:
         self.fail_event_posts = 0  # next N POST .../events answer 503 without accepting
         self.lose_event_responses = 0  # next N POST .../events are accepted, then answer 500
         self.validate_pages = True
+        self.default_tenant = None  # add_session's tenant when none is given
         self.items_wait_for_stream = False  # items pages wait until an event stream was written
         self.stream_written = threading.Event()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -124,7 +125,12 @@ class StandIn:
         self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
 
     # --- state ----------------------------------------------------------------------------
-    def add_session(self, session_id, items=(), turns=None, **kw):
+    def add_session(self, session_id, items=(), turns=None, tenant=None, **kw):
+        """``tenant`` (default ``self.default_tenant``): the session's `durable_tenant` metadata,
+        without which the ledger binds it for nobody (docs/agents.md)."""
+        tenant = tenant or self.default_tenant
+        if tenant:
+            kw["metadata"] = {"durable_tenant": tenant}
         self.sessions[session_id] = session_body(session_id, **kw)
         self.items[session_id] = items if isinstance(items, SyntheticItems) else list(items)
         self.turns[session_id] = turns if turns is not None else [turn_body(session_id, "turn_1")]
@@ -136,7 +142,7 @@ class StandIn:
         body = session_body(session_id, status=kw.get("status", cur["status"]),
                             required_actions=kw.get("required_actions", cur["required_actions"]),
                             environment=kw.get("environment", cur["environment"]),
-                            model=kw.get("model", cur["agent"]["model"]))
+                            model=kw.get("model", cur["agent"]["model"]), metadata=cur.get("metadata"))
         self.sessions[session_id] = body
 
     def accepted_events(self, session_id, kind=None):

@@ -14,16 +14,7 @@ from durable_ledger.agents.actions import FunctionResult, register_function
 
 @pytest.fixture
 def standin(standin):
-    """The ledger binds a session only for the tenant named in its metadata (docs/agents.md):
-    every session this module's stand-in serves is created for tenant acme."""
-    add = standin.add_session
-
-    def add_session(session_id, *args, **kw):
-        body = add(session_id, *args, **kw)
-        body["metadata"] = {"durable_tenant": "acme"}
-        return body
-
-    standin.add_session = add_session
+    standin.default_tenant = "acme"  # sessions are bound only for the tenant in their metadata
     return standin
 
 

@@ -25,14 +25,7 @@ def backend(tmp_path):
 def standin(monkeypatch, database, tmp_path):
     s = StandIn().start()
     s.validate_pages = False  # validation cost is the stand-in's, not ours; the 250-item test validates
-    add = s.add_session
-
-    def add_session(session_id, *args, **kw):  # sessions created for tenant acme (docs/agents.md)
-        body = add(session_id, *args, **kw)
-        body["metadata"] = {"durable_tenant": "acme"}
-        return body
-
-    s.add_session = add_session
+    s.default_tenant = "acme"  # sessions are bound only for the tenant in their metadata
     configure(monkeypatch, s, tmp_path)
     clear_agent_tables()
     yield s

@@ -8,11 +8,10 @@ import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
-import pytest
 import requests
 
-from conftest import TOKENS, auth
-from servers import LedgerServer
+from conftest import auth
+from test_concurrency import two_servers  # noqa: F401 - fixture
 
 H = {"Authorization": "Bearer runner-token"}
 
@@ -51,23 +50,12 @@ def test_refused_resumes_do_not_consume_the_owners_budget(client):
     assert _attempts(client, "r1") == 3  # == the number of resumes that answered 200
 
 
-@pytest.fixture
-def two_servers(database, tmp_path):
-    servers = [LedgerServer(database, TOKENS, workers=2, threads=8, log_path=tmp_path / f"ledger{i}.log")
-               for i in range(2)]
-    try:
-        for s in servers:
-            s.start()
-        yield servers
-    finally:
-        for s in servers:
-            s.stop()
 
 
 ROUNDS, THREADS, PER_THREAD = 5, 12, 4
 
 
-def test_concurrent_resumes_count_exactly_the_successful_ones(two_servers):
+def test_concurrent_resumes_count_exactly_the_successful_ones(two_servers):  # noqa: F811
     """Owner and intruder resume concurrently through 2 server processes: every owner resume
     takes (extends) the lease and counts once, no count is lost, no intruder resume counts."""
     s0, url0 = requests.Session(), two_servers[0].url

@@ -24,21 +24,8 @@ PG_ADMIN_DSN = os.environ.get("DURABLE_TEST_PG_DSN", "postgresql://postgres@127.
 def standin():
     """The Agents API stand-in. The ledger binds a session only for the tenant named in its
     metadata (`durable_tenant`, docs/agents.md): `add_session(..., tenant=T)` creates it for T,
-    and `update_session` keeps the metadata, as the real API does."""
+    and `update_session` keeps the metadata, as the real API does (both in StandIn)."""
     s = StandIn().start()
-    add, update = s.add_session, s.update_session
-
-    def add_session(session_id, *args, tenant, **kw):
-        body = add(session_id, *args, **kw)
-        body["metadata"] = {"durable_tenant": tenant}
-        return body
-
-    def update_session(session_id, **kw):
-        metadata = s.sessions[session_id].get("metadata") or {}
-        update(session_id, **kw)
-        s.sessions[session_id]["metadata"] = metadata
-
-    s.add_session, s.update_session = add_session, update_session
     yield s
     s.stop()
 
