@@ -17,5 +17,5 @@ up: pipeline-deps
 down:
 	@$(PY) stack/demo.py down
 
-test-pipeline: pipeline-deps
+test-pipeline: pipeline-deps reconcile-browser
 	$(PY) -m pytest -q -s tests/pipeline

@@ -189,7 +189,7 @@ def test_same_refund_with_other_amount_is_not_done_and_not_sent(stack):
 def editor(stack):
     """`n8n start` on the same user folder (the CLI runs are over), with an owner signed in."""
     if not (shutil.which("chromium") and Path("/usr/bin/chromedriver").exists()):
-        pytest.skip("chromium / chromium-driver not installed (make reconcile-browser installs them)")
+        pytest.fail("chromium / chromium-driver not installed (make reconcile-browser installs them)")
     port = free_port()
     env = {**stack.n8n_env(), "N8N_PORT": str(port), "N8N_LISTEN_ADDRESS": "127.0.0.1"}
     t0 = time.monotonic()

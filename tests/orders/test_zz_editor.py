@@ -21,7 +21,7 @@ SHOT = "orders-pipeline.png"
 
 def test_editor_shows_the_orders_workflow(stack, tmp_path):
     if not (shutil.which("chromium") and Path("/usr/bin/chromedriver").exists()):
-        pytest.skip("chromium / chromium-driver not installed (make reconcile-browser installs them)")
+        pytest.fail("chromium / chromium-driver not installed (make reconcile-browser installs them)")
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service as ChromeService
     from selenium.webdriver.common.by import By

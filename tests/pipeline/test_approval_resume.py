@@ -219,7 +219,7 @@ def _editor_screenshot(st, tmp_path, file_name, must_show, window="1600,900"):
     import shutil
 
     if not (shutil.which("chromium") and Path("/usr/bin/chromedriver").exists()):
-        pytest.skip("chromium / chromium-driver not installed (make reconcile-browser installs them)")
+        pytest.fail("chromium / chromium-driver not installed (make reconcile-browser installs them)")
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service as ChromeService
     from selenium.webdriver.common.by import By
