@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 
 from .errors import Forbidden, Unauthorized, ValidationFailed
-from .models import ApiToken
+from .store.models import ApiToken
 
 ROLES = ("runner", "editor", "approver", "admin")
 

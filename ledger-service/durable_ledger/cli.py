@@ -4,20 +4,33 @@ import argparse
 import json
 import logging
 import os
+import subprocess
 import sys
+import time
 
+from gunicorn.app.base import BaseApplication
+
+from .agents.cli import register as register_agents
+from .api import create_app
+from .auth import create_token
 from .config import Config
+from .core import approval_waits
+from .core.report import job_report
+from .core.retention import prune as prune_operations
+from .core.sweeper import sweep
+from .errors import LedgerError
+from .proxy import create_proxy_app
+from .reconcile.setup import configure as configure_reconcilers
+from .store.db import db, init_database
+from .store.migrations import create_schema
+from .store.migrations import status as schema_status
 
 
 def _bind(cfg):
-    from .db import init_database
-
     init_database(cfg.database_url)
 
 
 def cmd_init_db(args, cfg):
-    from .models import create_schema
-
     _bind(cfg)
     try:
         result = create_schema()
@@ -30,17 +43,11 @@ def cmd_migrate(args, cfg):
     """`migrate`: init-db's upgrade, or with --status only what it would do."""
     if not args.status:
         return cmd_init_db(args, cfg)
-    from .migrations import status
-
     _bind(cfg)
-    print(json.dumps({**status(), **cfg.redacted()}))
+    print(json.dumps({**schema_status(), **cfg.redacted()}))
 
 
 def cmd_token_create(args, cfg):
-    from .auth import create_token
-    from .db import db
-    from .models import create_schema
-
     _bind(cfg)
     create_schema()
     with db.connection_context():
@@ -49,10 +56,6 @@ def cmd_token_create(args, cfg):
 
 
 def cmd_report(args, cfg):
-    from .core.report import job_report
-    from .db import db
-    from .errors import LedgerError
-
     _bind(cfg)
     with db.connection_context():
         try:
@@ -62,12 +65,8 @@ def cmd_report(args, cfg):
 
 
 def cmd_sweep(args, cfg):
-    from .core.sweeper import sweep
-    from .db import db
-    from .reconcile.setup import configure
-
     _bind(cfg)
-    configure(cfg)
+    configure_reconcilers(cfg)
     while True:
         with db.connection_context():
             tally = sweep(parse_duration(args.sent_older_than), parse_duration(args.job_idle), args.limit, args.rate)
@@ -76,18 +75,11 @@ def cmd_sweep(args, cfg):
         print(json.dumps(tally), flush=True)
         if not args.interval:
             return
-        import time
-
         time.sleep(parse_duration(args.interval))
 
 
 def cmd_deliver_approvals(args, cfg):
     """Resume n8n executions waiting for an approval decision (core/approval_waits.py)."""
-    import time
-
-    from .core import approval_waits
-    from .db import db
-
     _bind(cfg)
     hosts = approval_waits.allowed_hosts(cfg.n8n_url, cfg.resume_hosts)
     policy = approval_waits.policy_from(cfg)
@@ -121,17 +113,12 @@ def parse_duration(text):
 
 
 def cmd_prune(args, cfg):
-    from .core.retention import prune
-    from .db import db
-
     _bind(cfg)
     with db.connection_context():
-        print(json.dumps(prune(parse_duration(args.older_than))))
+        print(json.dumps(prune_operations(parse_duration(args.older_than))))
 
 
 def _gunicorn(app_factory, host, port, workers, threads, timeout):
-    from gunicorn.app.base import BaseApplication
-
     class App(BaseApplication):
         def load_config(self):
             self.cfg.set("bind", f"{host}:{port}")
@@ -151,23 +138,16 @@ def _gunicorn(app_factory, host, port, workers, threads, timeout):
 
 
 def cmd_serve(args, cfg):
-    from .api import create_app
-    from .models import create_schema
-
     _bind(cfg)
     create_schema()  # once, in the master: workers never do schema work per request
     sweeper = deliverer = None
     if args.resume_interval and args.resume_interval.strip().lower() not in ("0", "0s", "off", "no"):
         # Resumes n8n executions parked for an approval; a process of its own, like the sweeper.
-        import subprocess
-
         deliverer = subprocess.Popen([sys.executable, "-m", "durable_ledger.cli", "deliver-approvals",
                                       "--interval", args.resume_interval])
     if args.sweep_interval:
         # A separate process, not a thread in the gunicorn master: workers are forked from the
         # master, and a forked copy of a live database connection must never be shared.
-        import subprocess
-
         sweeper = subprocess.Popen([sys.executable, "-m", "durable_ledger.cli", "sweep",
                                     "--interval", args.sweep_interval])
     try:
@@ -181,8 +161,6 @@ def cmd_serve(args, cfg):
 
 
 def cmd_proxy_serve(args, cfg):
-    from .proxy import create_proxy_app
-
     _gunicorn(lambda: create_proxy_app(), args.host, args.port, args.workers, args.threads, args.timeout)
 
 
@@ -240,8 +218,6 @@ def build_parser():
     sw.add_argument("--interval", default=None, help="repeat every interval (e.g. 60s) instead of once")
     sw.add_argument("--verbose", action="store_true", help="print every operation examined")
     sw.set_defaults(func=cmd_sweep)
-    from .agents.cli import register as register_agents
-
     register_agents(sub)
     return parser
 

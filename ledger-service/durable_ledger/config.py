@@ -3,6 +3,7 @@
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 
 def default_data_dir():
@@ -81,8 +82,6 @@ class Config:
 
     def redacted(self):
         """What may be logged: never tokens, never database passwords."""
-        from urllib.parse import urlsplit, urlunsplit
-
         parts = urlsplit(self.database_url)
         netloc = parts.netloc
         if not netloc:

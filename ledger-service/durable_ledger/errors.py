@@ -163,9 +163,3 @@ class PreconditionFailed(LedgerError):
     """The checkpoint claims a phase whose evidence the ledger does not hold."""
 
     code, http_status = "precondition_failed", 422
-
-
-class ServiceUnavailable(LedgerError):
-    """A dependency (database, proxy) is down."""
-
-    code, http_status = "service_unavailable", 503

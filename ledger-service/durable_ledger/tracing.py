@@ -26,6 +26,10 @@ from __future__ import annotations
 import logging
 import os
 
+from . import __version__
+from .core.n8n_context import _clean
+from .errors import LedgerError
+
 log = logging.getLogger("durable_ledger.tracing")
 
 # The tracer for durable spans; None while tracing is off (the views check this and nothing else).
@@ -58,10 +62,9 @@ def use(provider) -> None:
 def setup(app, service_name: str) -> None:
     """Instrument one Flask app, and requests process-wide (once)."""
     global tracer
+    # optional extra 'otel': imported only once tracing is on
     from opentelemetry.instrumentation.flask import FlaskInstrumentor
     from opentelemetry.instrumentation.requests import RequestsInstrumentor
-
-    from . import __version__
 
     provider = _process_provider(service_name)
     FlaskInstrumentor.instrument_app(app, tracer_provider=provider, request_hook=_request_hook)
@@ -75,6 +78,7 @@ def setup(app, service_name: str) -> None:
 def reset() -> None:
     """Undo setup() (tests): requests uninstrumented, tracer off, our own provider flushed and shut down."""
     global tracer, _provider, _own_provider
+    # optional extra 'otel': imported only once tracing is on
     from opentelemetry.instrumentation.requests import RequestsInstrumentor
 
     if RequestsInstrumentor().is_instrumented_by_opentelemetry:
@@ -88,6 +92,7 @@ def _process_provider(service_name):
     global _provider, _own_provider
     if _provider is not None:
         return _provider
+    # optional extra 'otel': imported only once tracing is on
     from opentelemetry import trace
     from opentelemetry.sdk.resources import SERVICE_NAME, Resource
     from opentelemetry.sdk.trace import TracerProvider
@@ -110,12 +115,14 @@ def _exporters(env):
         if name == "none":
             continue
         if name == "console":
+            # optional extra 'otel': imported only once tracing is on
             from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
             out.append(ConsoleSpanExporter())
         elif name == "otlp":
             out.append(_otlp_exporter(env))
         else:
+            # optional extra 'otel': imported only once tracing is on
             from opentelemetry.util._importlib_metadata import entry_points
 
             found = list(entry_points(group="opentelemetry_traces_exporter", name=name))
@@ -130,6 +137,7 @@ def _otlp_exporter(env):
     protocol = (env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or env.get("OTEL_EXPORTER_OTLP_PROTOCOL")
                 or "http/protobuf").strip().lower()
     if protocol == "grpc":
+        # optional, not even in the 'otel' extra: imported only when asked for
         try:
             from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
         except ImportError as exc:
@@ -138,6 +146,7 @@ def _otlp_exporter(env):
         return OTLPSpanExporter()
     if protocol != "http/protobuf":
         raise RuntimeError(f"OTLP protocol {protocol!r} is not supported here; use http/protobuf or grpc")
+    # optional extra 'otel': imported only once tracing is on
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
     return OTLPSpanExporter()  # endpoint, headers, timeout, compression from OTEL_EXPORTER_OTLP_*
@@ -148,8 +157,6 @@ def _request_hook(span, environ):
     job timeline checks them: anything that is not a short id is dropped)."""
     if not span or not span.is_recording():
         return
-    from .core.n8n_context import _clean
-
     for header, attr in (("HTTP_X_N8N_EXECUTION_ID", "n8n.execution.id"),
                          ("HTTP_X_N8N_WORKFLOW_ID", "n8n.workflow.id")):
         value = _clean(environ.get(header))
@@ -172,9 +179,8 @@ def _set(span, pairs, source):
 
 def gate(body: dict, decide):
     """``decide()`` (a gate decision) under a ``durable.gate`` span; only called when tracing is on."""
+    # optional extra 'otel': imported only once tracing is on
     from opentelemetry.trace import Status, StatusCode
-
-    from .errors import LedgerError
 
     # No exception events: a refusal's message and details may quote what the caller sent.
     with tracer.start_as_current_span("durable.gate", record_exception=False, set_status_on_exception=False) as span:

@@ -27,6 +27,7 @@ from urllib.parse import urlencode
 
 import requests
 from requests.adapters import HTTPAdapter
+from urllib3.exceptions import NewConnectionError
 
 log = logging.getLogger(__name__)
 
@@ -311,8 +312,6 @@ def _never_connected(exc: requests.exceptions.ConnectionError) -> bool:
     requests wraps urllib3's MaxRetryError whose `reason` is NewConnectionError for refused or
     unresolvable hosts; a reset after sending surfaces as ProtocolError instead.
     """
-    from urllib3.exceptions import NewConnectionError
-
     cur = exc
     for _ in range(8):
         if isinstance(cur, (NewConnectionError, ConnectionRefusedError)):

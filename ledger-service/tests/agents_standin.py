@@ -301,8 +301,8 @@ def configure(monkeypatch, standin, tmp_path=None):
 
 
 def clear_agent_tables():
-    from durable_ledger.agents.models import AGENT_MODELS
-    from durable_ledger.db import db
+    from durable_ledger.store.agent_models import AGENT_MODELS
+    from durable_ledger.store.db import db
 
     with db.connection_context():
         for model in reversed(AGENT_MODELS):

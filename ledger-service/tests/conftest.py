@@ -14,9 +14,10 @@ import pytest
 from durable_ledger.api import create_app
 from durable_ledger.auth import Principal, _cache
 from durable_ledger.config import Config
-from durable_ledger.db import db, init_database
-from durable_ledger.agents.models import AGENT_MODELS
-from durable_ledger.models import ALL_MODELS, create_schema
+from durable_ledger.store.db import db, init_database
+from durable_ledger.store.agent_models import AGENT_MODELS
+from durable_ledger.store.migrations import create_schema
+from durable_ledger.store.models import ALL_MODELS
 
 PG_ADMIN_DSN = os.environ.get("DURABLE_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 TOKENS = "acme:runner:runner-token,acme:editor:editor-token,acme:approver:approver-token,acme:admin:admin-token,other:runner:other-token"

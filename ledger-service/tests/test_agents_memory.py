@@ -11,9 +11,9 @@ from agents_standin import StandIn, SyntheticItems, bound_job, clear_agent_table
 from conftest import auth
 
 from durable_ledger.agents.client import get_client
-from durable_ledger.agents.models import SessionBinding, SessionItem
+from durable_ledger.store.agent_models import SessionBinding, SessionItem
 from durable_ledger.agents.sync import full_sync
-from durable_ledger.db import db
+from durable_ledger.store.db import db
 
 
 @pytest.fixture

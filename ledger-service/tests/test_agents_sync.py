@@ -8,11 +8,11 @@ from conftest import TOKENS, auth
 from servers import LedgerServer
 
 from durable_ledger.agents.client import get_client
-from durable_ledger.agents.models import SessionBinding, SessionItem
+from durable_ledger.store.agent_models import SessionBinding, SessionItem
 from durable_ledger.agents.stream import rebuild
 from durable_ledger.api import create_app
 from durable_ledger.config import Config
-from durable_ledger.db import db
+from durable_ledger.store.db import db
 
 
 @pytest.fixture

@@ -8,9 +8,9 @@ binds it exactly like ``PUT /v1/jobs/{id}/session`` (one source of truth: the bi
 
 from conftest import auth
 
-from durable_ledger.agents.models import SessionBinding
-from durable_ledger.db import db
-from durable_ledger.models import Job
+from durable_ledger.store.agent_models import SessionBinding
+from durable_ledger.store.db import db
+from durable_ledger.store.models import Job
 
 ACME, OTHER = auth(), auth("other-token")
 

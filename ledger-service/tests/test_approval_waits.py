@@ -17,9 +17,9 @@ from conftest import auth
 from durable_ledger.auth import Principal
 from durable_ledger.core import approval_waits as W
 from durable_ledger.core.approvals import grant
-from durable_ledger.db import db
+from durable_ledger.store.db import db
 from durable_ledger.errors import StaleFencingToken, ValidationFailed
-from durable_ledger.wait_models import ApprovalDelivery, ApprovalWait
+from durable_ledger.store.wait_models import ApprovalDelivery, ApprovalWait
 
 BODY = {"post_id": 7, "title": "T"}
 APPROVER = Principal("acme", "approver", "ann")
@@ -268,7 +268,7 @@ def test_attempts_are_bounded_then_failed_and_visible(client, halted, n8n):
     waits = client.get("/v1/jobs/a1/waits", headers=auth()).get_json()["waits"]
     assert waits[0]["delivery"]["state"] == "failed"
     with db.connection_context():
-        from durable_ledger.models import AuditLog
+        from durable_ledger.store.models import AuditLog
 
         audit = AuditLog.get(AuditLog.action == "approval_resume_failed")
         assert audit.detail["attempts"] == FAST["max_attempts"] and "s3cr3t" not in json.dumps(audit.detail)
@@ -366,7 +366,7 @@ def test_n8n_headers_are_stamped_on_operation_events(client, n8n):
 
 
 def test_init_db_adds_the_wait_tables_to_an_existing_database(database):
-    from durable_ledger.models import create_schema
+    from durable_ledger.store.migrations import create_schema
 
     with db.connection_context():
         db.drop_tables([ApprovalDelivery, ApprovalWait])

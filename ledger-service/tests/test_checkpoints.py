@@ -4,6 +4,7 @@ import pytest
 
 from durable_ledger.auth import Principal
 from durable_ledger.core import checkpoints, jobs, leases
+from durable_ledger.core import gate
 from durable_ledger.core import operations as ops
 from durable_ledger.core.secrets import find_secrets
 from durable_ledger.errors import (
@@ -14,7 +15,7 @@ from durable_ledger.errors import (
     StaleFencingToken,
     UnknownPhase,
 )
-from durable_ledger.models import Checkpoint, Job
+from durable_ledger.store.models import Checkpoint, Job
 
 SHA = "a" * 64
 
@@ -69,7 +70,7 @@ def test_draft_confirmed_needs_a_confirmed_draft_operation(token, runner):
         _save(runner, token, phase)
     with pytest.raises(PreconditionFailed):
         _save(runner, token, "DRAFT_CONFIRMED")
-    key = ops.begin(runner, "art", "create_draft", token, payload={"t": 1})["operation"]["operation_key"]
+    key = gate.begin(runner, "art", "create_draft", token, payload={"t": 1}).op.operation_key
     with pytest.raises(PreconditionFailed):  # SENT is not CONFIRMED
         _save(runner, token, "DRAFT_CONFIRMED")
     ops.confirm(runner, key, token, 101)

@@ -15,9 +15,9 @@ from conftest import auth
 from durable_ledger.api import preview
 from durable_ledger.auth import Principal, create_token
 from durable_ledger.core import approval_decisions, approval_waits
-from durable_ledger.db import db
+from durable_ledger.store.db import db
 from durable_ledger.errors import ContentChanged, OperationNotFound
-from durable_ledger.models import Approval, ApprovalDenial, AuditLog
+from durable_ledger.store.models import Approval, ApprovalDenial, AuditLog
 
 APPROVER, EDITOR = auth("approver-token"), auth("editor-token")
 PAYLOAD = {"title": "<script>alert('t')</script> Ten tips", "post_id": 7, "channel": "newsletter"}

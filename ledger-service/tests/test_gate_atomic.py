@@ -157,18 +157,18 @@ def test_gate_begins_resumes_and_cancels_together_never_deadlock(two_servers):  
 def test_gate_lost_races_are_bounded(client, monkeypatch):
     """`begin` used to call itself after every lost race, without a bound."""
     from conftest import auth
-    from durable_ledger.core import operations as ops
+    from durable_ledger.core.gate import run as gate_begin
 
     rounds = []
 
     def always_lost(*args):
         rounds.append(1)
-        return ops._LOST_RACE
+        return gate_begin.LOST_RACE
 
     client.put("/v1/jobs/lost", headers=auth(), json={})
     token = client.post("/v1/jobs/lost/lease", headers=auth(), json={"owner": "w"}).json["fencing_token"]
-    monkeypatch.setattr(ops, "_begin_round", always_lost)
+    monkeypatch.setattr(gate_begin, "decide_round", always_lost)
     r = client.post("/v1/operations/begin", headers=auth(), json={
         "job_id": "lost", "action": "send", "payload": {}, "fencing_token": token})
     assert (r.status_code, r.json["error"]["code"]) == (409, "gate_contended")
-    assert len(rounds) == ops._BEGIN_ROUNDS
+    assert len(rounds) == gate_begin.ROUNDS

@@ -4,7 +4,7 @@ import pytest
 
 from durable_ledger.core import jobs, leases
 from durable_ledger.errors import JobNotFound, LeaseHeld, LeaseLost, ValidationFailed
-from durable_ledger.models import AuditLog, Lease
+from durable_ledger.store.models import AuditLog, Lease
 
 
 @pytest.fixture

@@ -158,8 +158,8 @@ def test_limits_non_finite_numbers_are_refused(client, leased, literal):
 
 
 def test_limits_cost_that_would_overflow_is_refused(client, leased):
-    from durable_ledger.db import db
-    from durable_ledger.models import Job
+    from durable_ledger.store.db import db
+    from durable_ledger.store.models import Job
 
     k1, k2, k3 = (_dispatched(client, leased, a) for a in ("a1", "a2", "a3"))
     # one confirm's cost is bounded; 1e308 twice would sum to Infinity
@@ -185,8 +185,8 @@ def test_limits_cost_that_would_overflow_is_refused(client, leased):
 
 def test_limits_emitted_json_is_strict_even_for_old_rows(client, leased):
     """Rows written before the input checks existed (a NaN receipt) still read back as strict JSON."""
-    from durable_ledger.db import db
-    from durable_ledger.models import Operation
+    from durable_ledger.store.db import db
+    from durable_ledger.store.models import Operation
 
     key = _dispatched(client, leased)
     with db.connection_context():

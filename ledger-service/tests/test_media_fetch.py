@@ -21,8 +21,9 @@ import pytest
 
 from durable_ledger.auth import Principal
 from durable_ledger.config import Config
-from durable_ledger.core import jobs, leases, operations
-from durable_ledger.db import db
+from durable_ledger.api.answers import answer_dict
+from durable_ledger.core import gate, jobs, leases
+from durable_ledger.store.db import db
 from durable_ledger.proxy import create_proxy_app
 from durable_ledger.proxy import media as M
 from durable_ledger.proxy.errors import MediaFetchFailed
@@ -459,8 +460,9 @@ def proxy_app(tmp_path, monkeypatch):
             with db.connection_context():
                 jobs.create_or_get_job("acme", "job-m")
                 token = leases.acquire_lease("acme", "job-m", "w", 600)[1].fencing_token
-                out = operations.begin(Principal("acme", "runner", "t"), "job-m", f"upload_media:{len(made)}-{next(seq)}",
-                                       token, payload=write, target="wordpress:test")
+                out = answer_dict(gate.begin(Principal("acme", "runner", "t"), "job-m",
+                                             f"upload_media:{len(made)}-{next(seq)}", token, payload=write,
+                                             target="wordpress:test"))
             assert out["decision"] == "dispatch", out
             return client.post("/v1/sites/test/media", headers={"Authorization": "Bearer runner-token"},
                                json={"operation_key": out["operation"]["operation_key"], "job_id": "job-m",

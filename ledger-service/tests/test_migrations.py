@@ -21,7 +21,7 @@ import requests
 from conftest import PG_ADMIN_DSN, _pg_admin
 from durable_ledger.config import Config
 from durable_ledger.core.digest import request_digest
-from durable_ledger.db import db, init_database
+from durable_ledger.store.db import db, init_database
 from servers import free_port
 
 PREVIOUS_RELEASE = "c91f4dc"
@@ -193,7 +193,7 @@ def test_previous_release_database_upgrades_without_loss(old_release, fresh_url,
         assert schema_shape(fresh_url) == schema_shape(new_url)
     else:
         shape = schema_shape(fresh_url)
-        from durable_ledger.migrations import current_models
+        from durable_ledger.store.migrations import current_models
 
         assert set(shape) == {m._meta.table_name for m in current_models()} | {"schema_version"}
 
@@ -229,7 +229,7 @@ def test_newer_schema_is_refused(tmp_path):
     env = {**os.environ, "DURABLE_DATABASE_URL": url, "DURABLE_BOOTSTRAP_TOKENS": ""}
     subprocess.run([str(BIN), "init-db"], env=env, check=True, capture_output=True)
     init_database(url)
-    from durable_ledger.migrations import SchemaVersion
+    from durable_ledger.store.migrations import SchemaVersion
 
     with db.connection_context():
         SchemaVersion.create(version=999, name="from_the_future", applied_at=0)
@@ -242,7 +242,7 @@ def test_database_made_by_current_code_before_migrations_is_recognised(tmp_path)
     """A build between 0.1.0 and migrations: all tables present, no schema_version."""
     url = f"sqlite:///{tmp_path / 'mid.db'}"
     init_database(url)
-    from durable_ledger.migrations import current_models
+    from durable_ledger.store.migrations import current_models
 
     with db.connection_context():
         db.create_tables(current_models())

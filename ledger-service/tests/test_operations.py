@@ -4,6 +4,8 @@ import pytest
 
 from durable_ledger.auth import Principal
 from durable_ledger.core import jobs, leases
+from durable_ledger.api.answers import answer_dict
+from durable_ledger.core import gate
 from durable_ledger.core import operations as ops
 from durable_ledger.core import states as S
 from durable_ledger.core.budgets import tool_calls_used
@@ -16,7 +18,7 @@ from durable_ledger.errors import (
     StaleFencingToken,
     ValidationFailed,
 )
-from durable_ledger.models import Job, Operation, OperationEvent
+from durable_ledger.store.models import Job, Operation, OperationEvent
 
 PAYLOAD = {"title": "Hello", "content": "Body"}
 
@@ -29,7 +31,7 @@ def job(conn, runner):
 
 
 def _begin(runner, token, payload=PAYLOAD, action="create_draft", **kw):
-    return ops.begin(runner, "job-1", action, token, payload=payload, **kw)
+    return answer_dict(gate.begin(runner, "job-1", action, token, payload=payload, **kw))
 
 
 def _seed(runner, token, state):
@@ -110,7 +112,7 @@ def test_digest_mismatch_on_same_key(job, runner):
 
 def test_request_hash_instead_of_payload(job, runner):
     digest = request_digest(PAYLOAD)
-    out = ops.begin(runner, "job-1", "create_draft", job, request_hash=digest)
+    out = answer_dict(gate.begin(runner, "job-1", "create_draft", job, request_hash=digest))
     assert out["operation"]["request_hash"] == digest
     # The same request sent as a payload is the same operation.
     assert _begin(runner, job)["decision"] == "reconcile"

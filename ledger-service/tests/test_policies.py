@@ -11,7 +11,7 @@ import pytest
 
 from conftest import auth
 from durable_ledger.core.digest import request_digest
-from durable_ledger.models import Job
+from durable_ledger.store.models import Job
 
 BODY = {"title": "T", "content": "final text"}
 APPROVER, EDITOR = auth("approver-token"), auth("editor-token")
@@ -225,7 +225,7 @@ def test_stale_token_refusals_are_counted(client, tok):
 
 def test_prune_keeps_non_terminal(client, tok):
     from durable_ledger.core.retention import prune
-    from durable_ledger.models import Operation
+    from durable_ledger.store.models import Operation
 
     k = quote(begin(client, tok, action="done")["operation"]["operation_key"], safe="")
     client.post(f"/v1/operations/{k}/confirm", headers=auth(), json={"fencing_token": tok, "remote_id": 1})

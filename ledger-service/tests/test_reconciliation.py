@@ -110,7 +110,7 @@ def test_reconciler_error_leaves_state_and_records_it(client, tok, scripted):
 
 
 def test_one_reconciler_run_at_a_time(client, tok, scripted):
-    from durable_ledger.models import Operation
+    from durable_ledger.store.models import Operation
 
     key = begin(client, tok)["operation"]["operation_key"]
     unknown(client, tok, key)
@@ -146,7 +146,7 @@ def test_editor_resolves_confirm_fail_abandon_with_audit(client, tok, scripted):
     assert begin(client, tok, action="create:a")["decision"] == "reuse_receipt"
     assert begin(client, tok, action="create:b")["decision"] == "dispatch"  # retry allowed, no backoff
     assert begin(client, tok, action="create:c")["reason"] == "abandoned"
-    from durable_ledger.models import AuditLog
+    from durable_ledger.store.models import AuditLog
 
     resolved = [a for a in AuditLog.select() if a.action == "review_resolved"]
     assert [(a.actor, a.detail["decision"]) for a in resolved] == [
@@ -170,7 +170,7 @@ def test_runner_cannot_use_review_queue(client, tok):
 
 def test_sweeper_reconciles_stuck_and_leaves_fresh(client, tok, scripted):
     from durable_ledger.core.sweeper import sweep
-    from durable_ledger.models import Operation
+    from durable_ledger.store.models import Operation
 
     old = begin(client, tok, action="create:old")["operation"]["operation_key"]
     begin(client, tok, action="create:fresh")

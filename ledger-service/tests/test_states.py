@@ -3,6 +3,12 @@
 import pytest
 
 from durable_ledger.core import states as S
+from durable_ledger.core.gate.decide import by_state
+
+
+def decide_existing(state, retryable, attempt, max_attempts):
+    d = by_state(state, retryable, attempt, max_attempts)
+    return d.kind, d.reason
 
 
 @pytest.mark.parametrize(
@@ -20,12 +26,12 @@ from durable_ledger.core import states as S
     ],
 )
 def test_decide_existing_table(state, retryable, attempt, max_attempts, expected):
-    assert S.decide_existing(state, retryable, attempt, max_attempts) == expected
+    assert decide_existing(state, retryable, attempt, max_attempts) == expected
 
 
 def test_decide_existing_rejects_unknown_state():
     with pytest.raises(ValueError):
-        S.decide_existing("BOGUS", None, 1, 3)
+        decide_existing("BOGUS", None, 1, 3)
 
 
 @pytest.mark.parametrize(
@@ -53,5 +59,5 @@ def test_classify_outcome(status, kind, remote_id, expected):
 
 def test_every_state_has_a_decision():
     for state in S.ALL_STATES:
-        decision, _ = S.decide_existing(state, True, 1, 3)
+        decision, _ = decide_existing(state, True, 1, 3)
         assert decision in (S.DISPATCH, S.REUSE_RECEIPT, S.RECONCILE, S.NEEDS_REVIEW_DECISION, S.HALT)

@@ -30,8 +30,8 @@ def _history(triplets):
 
 
 def _stored_items(stack, session_id):
-    from durable_ledger.agents.models import SessionBinding, SessionItem
-    from durable_ledger.db import db, init_database
+    from durable_ledger.store.agent_models import SessionBinding, SessionItem
+    from durable_ledger.store.db import db, init_database
 
     init_database(stack.database_url)
     with db.connection_context():

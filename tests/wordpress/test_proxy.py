@@ -18,10 +18,11 @@ from support.netfaults import LossyProxy
 
 from durable_ledger.auth import Principal
 from durable_ledger.config import Config
-from durable_ledger.core import approvals, jobs, leases, operations
+from durable_ledger.api.answers import answer_dict
+from durable_ledger.core import approvals, gate, jobs, leases, operations
 from durable_ledger.core.digest import request_digest
 from durable_ledger.core.dispatch_auth import remote_job_id
-from durable_ledger.db import db
+from durable_ledger.store.db import db
 from durable_ledger.proxy import create_proxy_app
 
 TOKENS = ("acme:runner:runner-token:test+lossy+plain,"
@@ -66,6 +67,11 @@ def proxy_client(wordpress_site, wordpress_plain_site, lossy, tmp_path_factory):
     return call
 
 
+def _gate_answer(*args, **fields):
+    """The gate's answer as the API renders it."""
+    return answer_dict(gate.begin(*args, **fields))
+
+
 def _uid():
     return uuid.uuid4().hex[:10]
 
@@ -93,8 +99,8 @@ def _gate(write, action="create_draft", site="test", job=None, key=None, tenant=
     if post_id is not None:
         payload["post_id"] = post_id
     with db.connection_context():
-        out = operations.begin(Principal(tenant, "runner", "test"), job, action, token, payload=payload,
-                               operation_key=key, target=f"wordpress:{site}", requires_approval=requires_approval)
+        out = _gate_answer(Principal(tenant, "runner", "test"), job, action, token, payload=payload,
+                            operation_key=key, target=f"wordpress:{site}", requires_approval=requires_approval)
     assert out["decision"] == "dispatch", out
     return {"operation_key": out["operation"]["operation_key"], "job_id": job, "fencing_token": token}
 
@@ -403,7 +409,7 @@ def test_proxy_publishes_only_the_approved_post_on_the_approved_site_once(proxy_
     runner = Principal("acme", "runner", "test")
     token = _lease(job, pipeline="article")
     with db.connection_context():
-        halted = operations.begin(runner, job, "publish", token, payload=payload, target="wordpress:test")
+        halted = _gate_answer(runner, job, "publish", token, payload=payload, target="wordpress:test")
     assert (halted["decision"], halted["reason"]) == ("halt", "approval_required")
     key = halted["operation"]["operation_key"]
     ident = {"operation_key": key, "job_id": job, "fencing_token": token}
@@ -412,7 +418,7 @@ def test_proxy_publishes_only_the_approved_post_on_the_approved_site_once(proxy_
     with db.connection_context():
         approvals.grant(Principal("acme", "approver", "ed"), job, 1, "publish", request_digest(payload),
                         "wordpress:test", time.time() + 600)
-        go = operations.begin(runner, job, "publish", token, payload=payload, target="wordpress:test")
+        go = _gate_answer(runner, job, "publish", token, payload=payload, target="wordpress:test")
     assert go["decision"] == "dispatch", go
     attempts = {
         "another post": proxy_client("POST", f"/v1/sites/test/posts/{other_post}/publish", json={**body, **ident}),
@@ -446,8 +452,8 @@ def test_proxy_refuses_to_publish_content_changed_after_approval(proxy_client, w
     with db.connection_context():
         approvals.grant(Principal("acme", "approver", "ed"), job, 1, "publish", request_digest(payload),
                         "wordpress:test", time.time() + 600)
-        go = operations.begin(Principal("acme", "runner", "test"), job, "publish", token, payload=payload,
-                              target="wordpress:test")
+        go = _gate_answer(Principal("acme", "runner", "test"), job, "publish", token, payload=payload,
+                            target="wordpress:test")
     assert go["decision"] == "dispatch"
     # Someone edits the post in wp-admin after the approval.
     requests.post(wordpress_site.rest(f"/wp/v2/posts/{post_id}"), auth=wordpress_site.auth, timeout=30,

@@ -22,12 +22,14 @@ from typing import Callable, Optional
 
 import openai
 
+from ..core import gate
 from ..core import operations as ops
 from ..core import states as S
-from ..db import write_txn
+from ..store.db import write_txn
+from ..core.secrets import redact
 from ..errors import LedgerError
 from .client import sessions
-from .models import ActionDelivery, SessionBinding
+from ..store.agent_models import ActionDelivery, SessionBinding
 
 
 @dataclass
@@ -111,17 +113,17 @@ def _function_call(principal, client, binding, job_id, action, token):
         return {**out, "status": "no_handler"}
     args = _arguments(action.arguments)
     business_action = handler.action(args)
-    result = ops.begin(principal, job_id, business_action, token, payload=args, target=handler.target)
-    op = result["operation"]
-    out.update(decision=result["decision"], operation_key=op["operation_key"] if op else None)
-    if result["decision"] == S.REUSE_RECEIPT:
+    result = gate.begin(principal, job_id, business_action, token, payload=args, target=handler.target)
+    op = result.op
+    out.update(decision=result.decision, operation_key=op.operation_key if op else None)
+    if result.decision == S.REUSE_RECEIPT:
         out["executed"] = False
-        out["status"] = _deliver(client, binding, action.call_id, action.turn_id, op["operation_key"],
-                                 output=result["receipt"].get("output"))
+        out["status"] = _deliver(client, binding, action.call_id, action.turn_id, op.operation_key,
+                                 output=redact(result.receipt).get("output"))
         return out
-    if result["decision"] != S.DISPATCH:
-        return {**out, "status": "waiting", "reason": result.get("reason")}
-    key = op["operation_key"]
+    if result.decision != S.DISPATCH:
+        return {**out, "status": "waiting", "reason": result.reason}
+    key = op.operation_key
     try:
         done = handler.execute(args)
     except FunctionFailed as exc:
@@ -139,14 +141,14 @@ def _function_call(principal, client, binding, job_id, action, token):
 
 def _approval(principal, action, job_id, token):
     request_id = action.request_id
-    result = ops.begin(principal, job_id, f"{action.type}:{request_id}", token,
-                       payload=action.request.to_dict(mode="json"), requires_approval=True,
-                       target="openai:agents")
-    op = result["operation"]
+    result = gate.begin(principal, job_id, f"{action.type}:{request_id}", token,
+                        payload=action.request.to_dict(mode="json"), requires_approval=True,
+                        target="openai:agents")
+    op = result.op
     return {"type": action.type, "request_id": request_id, "turn_id": action.turn_id,
-            "decision": result["decision"], "reason": result.get("reason"),
-            "operation_key": op["operation_key"] if op else None, "status": "approval_required"
-            if result.get("reason") == "approval_required" else "waiting"}
+            "decision": result.decision, "reason": result.reason,
+            "operation_key": op.operation_key if op else None, "status": "approval_required"
+            if result.reason == "approval_required" else "waiting"}
 
 
 def _environment(binding, action):

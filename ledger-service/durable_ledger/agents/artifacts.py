@@ -13,18 +13,19 @@ one tenant racing between those reads can both pass, so the quota can be exceede
 """
 
 import hashlib
+import io
 import os
 import re
 import tempfile
 import time
 from pathlib import Path
 
-from ..config import default_data_dir
 from peewee import fn
 
+from ..config import default_data_dir
 from ..errors import ArtifactQuotaExceeded, DigestMismatch, PayloadTooLarge, ValidationFailed
+from ..store.agent_models import Artifact
 from .errors import ArtifactNotFound
-from .models import Artifact
 
 SHA_RE = re.compile(r"^[0-9a-f]{64}$")
 CHUNK = 1 << 16
@@ -105,8 +106,6 @@ def put_stream(tenant, stream, expected_sha256=None, root=None, max_bytes=None, 
 
 
 def put_bytes(tenant, data, root=None):
-    import io
-
     return put_stream(tenant, io.BytesIO(data), root=root)
 
 
@@ -144,3 +143,13 @@ def verify_artifacts(tenant, expected, root=None):
         if file_sha256(path) != sha:
             problems.append({"role": art.get("role"), "sha256": sha, "problem": "digest_mismatch"})
     return not problems, problems
+
+
+def advance_evidence(tenant, expected, turns):
+    """May the job's checkpoint advance past this session's work? ``turns``: sync.turn_summary.
+
+    A completed turn is not business success: the checkpoint may advance only with evidence,
+    every expected artifact in the store with its digest. Returns {verified, problems, may_advance}."""
+    ok, problems = verify_artifacts(tenant, expected)
+    last = turns[-1] if turns else None
+    return {"verified": ok, "problems": problems, "may_advance": ok and bool(last) and last["status"] == "completed"}

@@ -4,20 +4,20 @@ import importlib
 import json
 import os
 
+from ..errors import LedgerError
+from ..store.db import db, init_database
+from ..store.migrations import create_schema
+from .client import get_client
+from .envsnap import restore, snapshot
+from .worker import run_worker
+
 
 def _bind(cfg):
-    from ..db import init_database
-    from ..models import create_schema
-
     init_database(cfg.database_url)
     create_schema()
 
 
 def cmd_worker(args, cfg):
-    from ..db import db
-    from .client import get_client
-    from .worker import run_worker
-
     _bind(cfg)
     for module in args.handlers or []:
         importlib.import_module(module)  # registers function handlers (actions.register_function)
@@ -33,9 +33,6 @@ def _tenant(args):
 
 
 def cmd_env_snapshot(args, cfg):
-    from ..db import db
-    from .envsnap import snapshot
-
     _bind(cfg)
     with db.connection_context():
         out = snapshot(_tenant(args), args.job, args.directory, args.command or [], args.test_report or [])
@@ -44,10 +41,6 @@ def cmd_env_snapshot(args, cfg):
 
 
 def cmd_env_restore(args, cfg):
-    from ..db import db
-    from ..errors import LedgerError
-    from .envsnap import restore
-
     _bind(cfg)
     with db.connection_context():
         try:

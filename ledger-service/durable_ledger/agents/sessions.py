@@ -18,12 +18,14 @@ import openai
 from peewee import IntegrityError
 
 from ..core.digest import request_digest
-from ..core.jobs import create_or_get_job, get_job
-from ..db import write_txn
-from ..models import AuditLog, Job
+from ..core.jobs import create_or_get_job, get_job, get_job_and_lease
+from ..core.leases import check_fence
+from ..errors import ValidationFailed
+from ..store.agent_models import SessionBinding
+from ..store.db import write_txn
+from ..store.models import AuditLog, Job
 from .client import sessions
 from .errors import AgentsApiError, SessionConflict, SessionNotBound, SessionNotFound
-from .models import SessionBinding
 
 
 @contextmanager
@@ -129,13 +131,48 @@ def create_job_with_session(client, tenant, job_id, session_id, actor, **spec):
     return Job.get_by_id(job.id), created
 
 
-def get_binding(tenant, job_id):
-    job = get_job(tenant, job_id)
+def _bound(job, job_id):
     binding = SessionBinding.get_or_none(SessionBinding.job == job.id)
     if binding is None:
         raise SessionNotBound(f"job '{job_id}' has no session; PUT /v1/jobs/{job_id}/session first",
                               {"job_id": job_id})
-    return job, binding
+    return binding
+
+
+def get_binding(tenant, job_id):
+    job = get_job(tenant, job_id)
+    return job, _bound(job, job_id)
+
+
+def binding_for_sync(tenant, job_id, answer_actions=False, fencing_token=None):
+    """The binding a sync reads, and whether that sync answers the session's required actions.
+
+    Answering is side effects under the job's lease: it needs the job's current fencing token,
+    checked here, before anything remote is called. Only an active job answers; a halted,
+    cancelled or completed job is synced and answers nothing. Returns (binding, answers)."""
+    job, lease = get_job_and_lease(tenant, job_id)
+    binding = _bound(job, job_id)
+    if not answer_actions:
+        return binding, False
+    if fencing_token is None:
+        raise ValidationFailed("answer_actions needs the job's fencing_token", {"field": "fencing_token"})
+    check_fence(lease, fencing_token)
+    return binding, job.status == "active"
+
+
+def delete_session(client, binding):
+    """Delete the remote session, mark the binding deleted and say what happened to the compute
+    (self-hosted compute is not stopped by deleting a session)."""
+    with agents_api("sessions.delete"):
+        client.beta.agents.sessions.delete(binding.session_id)
+    env = binding.environment or {}
+    compute = {"type": env.get("type"), "id": env.get("id")}
+    if env.get("type") == "self_hosted":
+        compute.update(released=False, note="deleting a session does not stop self-hosted compute; stop it yourself")
+    else:
+        compute.update(released=env.get("type") == "openai_hosted", note="hosted compute ends with the session")
+    SessionBinding.update(status="deleted", updated_at=time.time()).where(SessionBinding.id == binding.id).execute()
+    return compute
 
 
 def binding_for_session(session_id):

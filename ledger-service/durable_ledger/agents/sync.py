@@ -17,10 +17,10 @@ import time
 
 from peewee import EXCLUDED, fn
 
-from ..db import write_txn
-from ..models import Job
+from ..store.db import write_txn
+from ..store.models import Job
 from .client import sessions
-from .models import SessionBinding, SessionItem, SessionTurn
+from ..store.agent_models import SessionBinding, SessionItem, SessionTurn
 from .sessions import agents_api, config_hash, environment_of
 
 PAGE_LIMIT = 100
@@ -140,8 +140,3 @@ def turn_summary(binding):
     rows = SessionTurn.select().where(SessionTurn.binding == binding.id).order_by(SessionTurn.created_at,
                                                                                   SessionTurn.id)
     return [{"turn_id": t.turn_id, "status": t.status, "error": t.error} for t in rows]
-
-
-def open_turns(binding):
-    return [t.turn_id for t in SessionTurn.select(SessionTurn.turn_id)
-            .where(SessionTurn.binding == binding.id, SessionTurn.status.in_(OPEN_TURN_STATUSES))]

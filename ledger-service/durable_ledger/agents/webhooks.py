@@ -10,10 +10,10 @@ import time
 import openai
 from peewee import IntegrityError
 
-from ..db import write_txn
+from ..store.db import write_txn
 from .client import get_client
 from .errors import InvalidWebhook
-from .models import SessionBinding, WebhookInbox
+from ..store.agent_models import SessionBinding, WebhookInbox
 from .sessions import binding_for_session
 
 

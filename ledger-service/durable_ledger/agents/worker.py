@@ -16,11 +16,11 @@ import time
 
 from ..auth import Principal
 from ..core.leases import acquire_lease, release_lease
-from ..db import write_txn
+from ..store.db import write_txn
 from ..errors import LeaseHeld, LedgerError
-from ..models import Job
+from ..store.models import Job
 from .actions import answer_required_actions
-from .models import SessionBinding, WebhookInbox
+from ..store.agent_models import SessionBinding, WebhookInbox
 from .sync import full_sync
 
 log = logging.getLogger("durable_ledger.agents.worker")

@@ -5,11 +5,15 @@ import os
 
 from flask import Flask, request
 
+from .. import tracing
 from ..auth import load_bootstrap_tokens
 from ..config import Config
-from ..db import bind_request_lifecycle, db, init_database
+from ..core import n8n_context
 from ..core.secrets import install_log_redaction
-from ..models import create_schema
+from ..reconcile.setup import configure as configure_reconcilers
+from ..store.db import bind_request_lifecycle, db, init_database
+from ..store.migrations import create_schema
+from . import agents, approvals, console, jobs, limits, operations, review_page, reviews, service, waits
 from .jsonout import StrictJSONProvider
 
 log = logging.getLogger("durable_ledger")
@@ -18,18 +22,12 @@ log = logging.getLogger("durable_ledger")
 def create_app(config=None, init_schema=True):
     """Defaults, then the environment, then ``config`` (tests pass a Config)."""
     cfg = config or Config.from_env()
-    logging.basicConfig(level=cfg.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    # peewee logs every statement with its parameters at DEBUG: receipts, payload summaries and
-    # token hashes would reach the log. DURABLE_LOG_LEVEL=DEBUG is for our code, never for SQL.
-    logging.getLogger("peewee").setLevel(max(logging.INFO, logging.getLogger().getEffectiveLevel()))
-    install_log_redaction()
+    _configure_logging(cfg)
     app = Flask(__name__)
     app.json = StrictJSONProvider(app)
     app.config["DURABLE"] = cfg
     app.config["MAX_CONTENT_LENGTH"] = cfg.max_body_bytes
     app.json.sort_keys = False
-    from .. import tracing
-
     if tracing.enabled():  # OTEL_* variables set (docs/operations.md#tracing); off: nothing imported
         tracing.setup(app, "durable-ledger")
     # A percent-encoded slash arrives decoded: /v1/operations/%2Fvictim/confirm is the path
@@ -38,46 +36,54 @@ def create_app(config=None, init_schema=True):
     # another operation. Routing never rewrites a path: it matches as sent, or 404.
     app.url_map.merge_slashes = False
     app.url_map.strict_slashes = False
+    _prepare_database(cfg, init_schema)
+    configure_reconcilers(cfg)
+    _configure_console_sessions(app, cfg)
+    _install_request_lifecycle(app)
+    _register_blueprints(app)
+    service.register_error_handlers(app)
+    log.info("ledger app ready %s", cfg.redacted())
+    return app
+
+
+def _configure_logging(cfg):
+    logging.basicConfig(level=cfg.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    # peewee logs every statement with its parameters at DEBUG: receipts, payload summaries and
+    # token hashes would reach the log. DURABLE_LOG_LEVEL=DEBUG is for our code, never for SQL.
+    logging.getLogger("peewee").setLevel(max(logging.INFO, logging.getLogger().getEffectiveLevel()))
+    install_log_redaction()
+
+
+def _prepare_database(cfg, init_schema):
+    """Bind the database, migrate it (unless the caller did: `serve` does it once in the master)
+    and load DURABLE_BOOTSTRAP_TOKENS."""
     init_database(cfg.database_url)
     if init_schema:
         create_schema()
     if cfg.bootstrap_tokens:
         with db.connection_context():
             load_bootstrap_tokens(cfg.bootstrap_tokens)
-    from ..reconcile.setup import configure as configure_reconcilers
-    from . import console
 
-    configure_reconcilers(cfg)
+
+def _configure_console_sessions(app, cfg):
+    """The console's signed session cookie; only console paths open a session (console.py)."""
     with db.connection_context():
         app.secret_key = console.session_secret(cfg)
     app.session_interface = console.ConsoleSessions()
     app.config.update(SESSION_COOKIE_HTTPONLY=True, SESSION_COOKIE_SAMESITE="Strict",
                       SESSION_COOKIE_SECURE=os.environ.get("DURABLE_COOKIE_SECURE") == "1")
 
-    bind_request_lifecycle(app)
-    from . import limits
 
+def _install_request_lifecycle(app):
+    """Per request: a database connection, the path and text limits, the n8n provenance."""
+    bind_request_lifecycle(app)
     app.url_value_preprocessor(lambda _endpoint, values: limits.check_path_args(values))
     app.before_request(lambda: limits.check_request_text(request))
-    from ..core import n8n_context
-
     # Provenance for the job timeline: which n8n execution made this call (core/n8n_context.py).
     app.before_request(lambda: n8n_context.set_execution(request.headers.get("X-N8N-Execution-Id"),
                                                          request.headers.get("X-N8N-Workflow-Id")))
 
-    from . import agents, approvals, console, jobs, operations, review_page, reviews, service
 
-    app.register_blueprint(service.bp)
-    app.register_blueprint(jobs.bp)
-    app.register_blueprint(operations.bp)
-    from . import waits
-
-    app.register_blueprint(waits.bp)
-    app.register_blueprint(agents.bp)
-    app.register_blueprint(approvals.bp)
-    app.register_blueprint(reviews.bp)
-    app.register_blueprint(console.bp)
-    app.register_blueprint(review_page.bp)
-    service.register_error_handlers(app)
-    log.info("ledger app ready %s", cfg.redacted())
-    return app
+def _register_blueprints(app):
+    for module in (service, jobs, operations, waits, agents, approvals, reviews, console, review_page):
+        app.register_blueprint(module.bp)

@@ -4,8 +4,6 @@ Views parse, call ``durable_ledger.agents``, serialise. The webhook route has no
 OpenAI signs it, and the signature is the authentication.
 """
 
-import time
-
 from flask import Blueprint, jsonify, request, send_file
 from marshmallow import fields, validate
 
@@ -13,9 +11,7 @@ from ..agents import actions as agent_actions
 from ..agents import artifacts, followup, sessions, stream, sync, webhooks
 from ..agents.client import get_client
 from ..agents.errors import AgentsApiError, SessionNotFound
-from ..core.leases import check_fence
 from ..errors import ValidationFailed
-from ..models import Lease
 from .context import config, principal
 from .limits import id_problem
 from .schemas import Strict, _identifier, _int32, load
@@ -75,18 +71,14 @@ def show(job_id):
 def sync_session(job_id):
     who = principal().require("runner")
     body = load(SyncSchema, request)
-    job, binding = sessions.get_binding(who.tenant, job_id)
+    binding, answers = sessions.binding_for_sync(who.tenant, job_id, body["answer_actions"], body["fencing_token"])
     client = get_client()
-    if body["answer_actions"]:
-        if body["fencing_token"] is None:
-            raise ValidationFailed("answer_actions needs the job's fencing_token", {"field": "fencing_token"})
-        check_fence(Lease.get_or_none(Lease.job == job.id), body["fencing_token"])
     if body["rebuild_stream"]:
         stream.rebuild(client, binding)
         binding = type(binding).get_by_id(binding.id)
     binding, session = sync.full_sync(client, binding)
     answered = None
-    if body["answer_actions"] and job.status == "active":
+    if answers:
         answered = agent_actions.answer_required_actions(who, client, binding, job_id, session,
                                                          body["fencing_token"])
         binding = type(binding).get_by_id(binding.id)
@@ -94,11 +86,7 @@ def sync_session(job_id):
     if answered is not None:
         out["actions"] = answered
     if body["expected_artifacts"]:
-        ok, problems = artifacts.verify_artifacts(who.tenant, body["expected_artifacts"])
-        last = out["turns"][-1] if out["turns"] else None
-        # A completed turn is not business success: the checkpoint may advance only with evidence.
-        out["artifacts"] = {"verified": ok, "problems": problems,
-                            "may_advance": ok and bool(last) and last["status"] == "completed"}
+        out["artifacts"] = artifacts.advance_evidence(who.tenant, body["expected_artifacts"], out["turns"])
     return jsonify(out)
 
 
@@ -120,16 +108,7 @@ def clean_up(job_id):
     """Delete the remote session and say what happened to the compute (self-hosted is not stopped)."""
     who = principal().require("runner")
     _, binding = sessions.get_binding(who.tenant, job_id)
-    client = get_client()
-    with sessions.agents_api("sessions.delete"):
-        client.beta.agents.sessions.delete(binding.session_id)
-    env = binding.environment or {}
-    compute = {"type": env.get("type"), "id": env.get("id")}
-    if env.get("type") == "self_hosted":
-        compute.update(released=False, note="deleting a session does not stop self-hosted compute; stop it yourself")
-    else:
-        compute.update(released=env.get("type") == "openai_hosted", note="hosted compute ends with the session")
-    type(binding).update(status="deleted", updated_at=time.time()).where(type(binding).id == binding.id).execute()
+    compute = sessions.delete_session(get_client(), binding)
     return jsonify({"session_id": binding.session_id, "session_deleted": True, "compute": compute})
 
 

@@ -1,7 +1,8 @@
 """The console: one sign-in for editors, approvers and admins; server-rendered, no JavaScript.
 
 Pages: jobs list and one job's timeline (every console role), approvals (approver), review queue
-(editor; see console_review.py). The old /review URLs redirect here (review_page.py).
+(editor; see console_review.py). The old /review URLs redirect here (review_page.py). The blueprint,
+the signed-in check, CSRF and page rendering that all of them use are in console_base.py.
 
 Sign-in is the ledger token. The session cookie (signed, HttpOnly, SameSite=Strict; Secure when
 DURABLE_COOKIE_SECURE=1) holds only the token's sha256, never the token itself, so a leaked
@@ -12,26 +13,22 @@ tenant-scoped through the signed-in principal: another tenant's job or operation
 
 import json
 import secrets
-from functools import wraps
 
-from flask import Blueprint, flash, redirect, render_template, request, session, url_for
+from flask import flash, redirect, request, session, url_for
 from flask.sessions import NullSession, SecureCookieSessionInterface
 
-from ..auth import authenticate, authenticate_hash, hash_token
+from ..auth import authenticate, hash_token
 from ..core import approval_decisions as decisions
 from ..core import timeline as tl
 from ..core.operations import get_operation
 from ..core.render import iso
 from ..errors import Forbidden, LedgerError, NotFound, Unauthorized
-from ..models import AuditLog, OperationEvent, Setting
+from ..store.models import AuditLog, OperationEvent, Setting
+from . import console_review  # noqa: F401 - its views are the review queue pages on bp
 from . import preview
+from .console_base import CONSOLE_ROLES, SESSION_PREFIXES, bp, check_csrf, current_user, page, signed_in
 from .context import config
 
-bp = Blueprint("console", __name__, url_prefix="/console")
-CONSOLE_ROLES = ("editor", "approver")  # admin passes every role check
-SESSION_PREFIXES = ("/console", "/review")
-CSP = ("default-src 'none'; style-src 'unsafe-inline'; img-src 'self' http: https: data:; frame-src 'self'; "
-       "form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
 HOME = {"approver": "console.approvals", "editor": "console.review_queue", "admin": "console.jobs"}
 EXPIRY_CHOICES_H = (1, 8, 24, 72, 168)
 
@@ -47,18 +44,6 @@ class ConsoleSessions(SecureCookieSessionInterface):
     def save_session(self, app, session, response):
         if not isinstance(session, NullSession):
             super().save_session(app, session, response)
-
-
-def security_headers(resp):
-    resp.headers.setdefault("Content-Security-Policy", CSP)
-    resp.headers["X-Content-Type-Options"] = "nosniff"
-    resp.headers["X-Frame-Options"] = "DENY"
-    resp.headers["Referrer-Policy"] = "no-referrer"
-    resp.headers["Cache-Control"] = "no-store"
-    return resp
-
-
-bp.after_request(security_headers)
 
 
 @bp.app_template_filter("pretty_json")
@@ -87,58 +72,6 @@ def session_secret(cfg):
         return cfg.secret_key
     Setting.insert(key="session_secret", value=secrets.token_urlsafe(48)).on_conflict_ignore().execute()
     return Setting.get_by_id("session_secret").value
-
-
-def current_user():
-    key = session.get("token_sha256")
-    if not key:
-        return None
-    try:
-        return authenticate_hash(key, config().token_cache_ttl_s).require(*CONSOLE_ROLES)
-    except (Unauthorized, Forbidden):
-        session.clear()
-        return None
-
-
-def csrf_token():
-    if "csrf" not in session:
-        session["csrf"] = secrets.token_urlsafe(24)
-    return session["csrf"]
-
-
-def check_csrf():
-    if not secrets.compare_digest(request.form.get("csrf", ""), session.get("csrf", "")):
-        raise Forbidden("the form expired; reload the page and try again", {})
-
-
-def nav(who):
-    items = [("Jobs", "console.jobs", "console.job")]
-    if who.role in ("approver", "admin"):
-        items.append(("Approvals", "console.approvals", "console.approv"))
-    if who.role in ("editor", "admin"):
-        items.append(("Review queue", "console.review_queue", "console.review"))
-    return items
-
-
-def page(template, who, http_status=200, **ctx):
-    return render_template(template, who=who, nav=nav(who) if who else [], csrf=csrf_token(), **ctx), http_status
-
-
-def signed_in(*roles):
-    """The view gets the principal; not signed in -> the sign-in form (it comes back here)."""
-    def wrap(view):
-        @wraps(view)
-        def inner(*args, **kwargs):
-            who = current_user()
-            if who is None:
-                if request.method != "GET":
-                    return redirect(url_for("console.home"))
-                return page("console_login.html", None, next=request.full_path.rstrip("?"))
-            if roles and who.role != "admin" and who.role not in roles:
-                return page("console_forbidden.html", who, 403, needs=roles)
-            return view(who, *args, **kwargs)
-        return inner
-    return wrap
 
 
 def _safe_next(value):
@@ -277,5 +210,3 @@ def deny(who, key):
           if created else "was already denied; nothing changed") + ".", "info")
     return redirect(url_for("console.approvals"))
 
-
-from . import console_review  # noqa: F401 - registers the review queue pages on bp

@@ -8,7 +8,7 @@ from flask import flash, redirect, request, url_for
 
 from ..core import reviews
 from ..errors import LedgerError
-from .console import bp, check_csrf, page, signed_in
+from .console_base import bp, check_csrf, page, signed_in
 
 
 @bp.get("/review")

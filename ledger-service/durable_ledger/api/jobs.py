@@ -8,7 +8,6 @@ from ..core import checkpoints, jobs, leases, lifecycle, report, resume
 from ..core import operations as ops
 from ..core import states as S
 from ..core.render import checkpoint_dict, iso, job_dict, lease_dict, operation_dict
-from ..models import Lease
 from . import schemas
 from .context import config, principal
 
@@ -25,7 +24,7 @@ def put_job(job_id):
     else:  # bound exactly as PUT /v1/jobs/{id}/session binds (one source of truth: the binding)
         job, created = agent_sessions.create_job_with_session(get_client(), who.tenant, job_id, session_id,
                                                               who.actor, **body)
-    lease = Lease.get_or_none(Lease.job == job.id)
+    lease = jobs.current_lease(job)
     return jsonify(job_dict(job, lease)), 201 if created else 200
 
 
@@ -41,7 +40,7 @@ def bump_version(job_id):
     who = principal().require("runner")
     body = schemas.load(schemas.TokenSchema, request)
     job = jobs.bump_version(who.tenant, job_id, body["fencing_token"], who.actor)
-    return jsonify(job_dict(job, Lease.get_or_none(Lease.job == job.id)))
+    return jsonify(job_dict(job, jobs.current_lease(job)))
 
 
 def _lease_body(job, lease):
@@ -92,7 +91,7 @@ def save_checkpoint(job_id):
     body = schemas.load(schemas.CheckpointSchema, request)
     token, phase = body.pop("fencing_token"), body.pop("phase")
     job, cp = checkpoints.save_checkpoint(who, job_id, token, phase, body)
-    return jsonify({"checkpoint": checkpoint_dict(cp), "job": job_dict(job, Lease.get_or_none(Lease.job == job.id))}), 201
+    return jsonify({"checkpoint": checkpoint_dict(cp), "job": job_dict(job, jobs.current_lease(job))}), 201
 
 
 @bp.get("/<job_id>/checkpoints")
@@ -114,7 +113,7 @@ def reauthorize(job_id):
     who = principal().require("approver")
     body = schemas.load(schemas.ReauthorizeSchema, request)
     job = lifecycle.reauthorize(who, job_id, body["policy_hash"], body["note"])
-    return jsonify(job_dict(job, Lease.get_or_none(Lease.job == job.id)))
+    return jsonify(job_dict(job, jobs.current_lease(job)))
 
 
 @bp.post("/<job_id>/resume")

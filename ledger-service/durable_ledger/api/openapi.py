@@ -6,7 +6,7 @@ from apispec import APISpec
 from apispec.ext.marshmallow import MarshmallowPlugin
 
 from .. import __version__
-from . import schemas
+from . import agents, approvals, reviews, schemas, waits
 
 ERROR = {"$ref": "#/components/schemas/Error"}
 JSON_OBJECT = {"type": "object"}
@@ -31,8 +31,6 @@ PARAMS = {
 
 def _schema(name):
     """Request schemas by name: the shared ones in schemas.py, the others next to their routes."""
-    from . import agents, approvals, reviews, waits
-
     for module in (schemas, agents, reviews, waits, approvals):
         cls = getattr(module, f"{name}Schema", None)
         if cls is not None:

@@ -3,26 +3,28 @@
 from flask import Blueprint, jsonify, request
 
 from .. import tracing
-from ..core import lookup
+from ..core import gate, lookup
 from ..core import operations as ops
 from ..core.render import event_dict, operation_dict
 from ..errors import InvalidValue, LedgerError
 from . import schemas
+from .answers import answer_dict
 from .context import config, principal
 
 bp = Blueprint("operations", __name__, url_prefix="/v1/operations")
 
 
-def _begin(who, body):
-    if "payload" not in body:
-        body["payload"] = ops._MISSING
+def _gate_config():
     cfg = config()
-    if tracing.tracer is not None:  # one durable.gate span with the decision (ids only, never the payload)
-        return tracing.gate(body, lambda: ops.begin(who, default_max_attempts=cfg.default_max_attempts,
-                                                    backoff_base_s=cfg.backoff_base_s,
-                                                    reconcile_claim_s=cfg.reconcile_claim_s, **body))
-    return ops.begin(who, default_max_attempts=cfg.default_max_attempts, backoff_base_s=cfg.backoff_base_s,
-                     reconcile_claim_s=cfg.reconcile_claim_s, **body)
+    return gate.GateConfig(cfg.default_max_attempts, cfg.backoff_base_s, cfg.reconcile_claim_s)
+
+
+def _begin(who, body):
+    def decide():
+        return answer_dict(gate.begin(who, config=_gate_config(), **body))
+
+    # One durable.gate span with the decision (ids only, never the payload) when tracing is on.
+    return decide() if tracing.tracer is None else tracing.gate(body, decide)
 
 
 @bp.post("/begin")
@@ -124,11 +126,8 @@ def lookup_result(key):
     """The caller looked the object up itself (Begin Step's Look Up output): settle, then gate again."""
     who = principal().require("runner")
     b = schemas.load(schemas.LookupResultSchema, request)
-    cfg = config()
-
     def decide():
-        return lookup.report_lookup(who, key, default_max_attempts=cfg.default_max_attempts,
-                                    backoff_base_s=cfg.backoff_base_s, reconcile_claim_s=cfg.reconcile_claim_s, **b)
+        return answer_dict(lookup.report_lookup(who, key, config=_gate_config(), **b))
 
     return jsonify(decide() if tracing.tracer is None else tracing.gate({**b, "operation_key": key}, decide))
 

@@ -16,12 +16,12 @@ from urllib.parse import quote
 
 import nh3
 import requests
+from markupsafe import escape
 
 from ..core.digest import request_digest
 from ..errors import ContentChanged
 from ..reconcile.wordpress import site_of
 
-PUBLISH_KEYS = {"post_id", "content_sha256", "title", "featured_media"}
 SEO_FIELDS = (("SEO title", ("rank_math_title", "_yoast_wpseo_title")),
               ("SEO description", ("rank_math_description", "_yoast_wpseo_metadesc")),
               ("Focus keyword", ("rank_math_focus_keyword", "_yoast_wpseo_focuskw")))
@@ -44,8 +44,6 @@ def sanitize(html):
 
 def frame_document(body_html, title):
     """The srcdoc of the sandboxed frame: sanitised body, a CSP of its own, no script anywhere."""
-    from markupsafe import escape
-
     return ("<!doctype html><html><head><meta charset='utf-8'>"
             "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; img-src http: https: data:; "
             "style-src 'unsafe-inline'\">"

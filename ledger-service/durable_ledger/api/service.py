@@ -6,12 +6,11 @@ import time
 from flask import Blueprint, Response, g, jsonify, request
 from peewee import DataError
 
-from .. import __version__
+from .. import __version__, store
 from ..auth import authenticate, bearer_from_header
+from ..core import report
 from ..core.audit import record_refusal
-from ..db import db
 from ..errors import InvalidValue, LedgerError, PayloadTooLarge
-from ..models import Job, Operation
 from .context import config
 from .openapi import spec_dict
 
@@ -29,7 +28,7 @@ _started = time.time()
 def health():
     body = {"status": "ok", "version": __version__, "uptime_s": round(time.time() - _started, 1)}
     try:
-        db.execute_sql("SELECT 1").fetchone()
+        store.ping()
         body["database"] = "ok"
     except Exception as exc:  # noqa: BLE001 - report any driver failure as unhealthy
         body.update(status="unavailable", database="error", error=type(exc).__name__)
@@ -43,34 +42,17 @@ def health():
 
 @bp.get("/metrics")
 def metrics():
-    lines = [
-        "# HELP durable_operations Operations in the ledger by state.",
-        "# TYPE durable_operations gauge",
-    ]
-    from peewee import fn
-
-    for state, count in (Operation.select(Operation.state, fn.COUNT(Operation.id))
-                         .group_by(Operation.state).tuples()):
-        lines.append(f'durable_operations{{state="{state}"}} {count}')
+    counts = report.gauges()
+    lines = ["# HELP durable_operations Operations in the ledger by state.", "# TYPE durable_operations gauge"]
+    lines += [f'durable_operations{{state="{state}"}} {n}' for state, n in counts["operations"]]
     lines += ["# HELP durable_jobs Jobs by status.", "# TYPE durable_jobs gauge"]
-    for status, count in Job.select(Job.status, fn.COUNT(Job.id)).group_by(Job.status).tuples():
-        lines.append(f'durable_jobs{{status="{status}"}} {count}')
-    from ..core.audit import REFUSAL_PREFIX
-    from ..models import AuditLog
-
+    lines += [f'durable_jobs{{status="{status}"}} {n}' for status, n in counts["jobs"]]
     lines += ["# HELP durable_refusals_total Side effects and checkpoints the ledger refused, by code.",
               "# TYPE durable_refusals_total counter"]
-    for tenant, action, count in (AuditLog.select(AuditLog.tenant, AuditLog.action, fn.COUNT(AuditLog.id))
-                                  .where(AuditLog.action.startswith(REFUSAL_PREFIX))
-                                  .group_by(AuditLog.tenant, AuditLog.action).tuples()):
-        lines.append(f'durable_refusals_total{{tenant="{tenant}",code="{action[len(REFUSAL_PREFIX):]}"}} {count}')
-    from ..wait_models import ApprovalDelivery
-
+    lines += [f'durable_refusals_total{{tenant="{t}",code="{code}"}} {n}' for t, code, n in counts["refusals"]]
     lines += ["# HELP durable_approval_resumes Resume calls of n8n executions waiting for an approval, by state.",
               "# TYPE durable_approval_resumes gauge"]
-    for state, count in (ApprovalDelivery.select(ApprovalDelivery.state, fn.COUNT(ApprovalDelivery.id))
-                         .group_by(ApprovalDelivery.state).tuples()):
-        lines.append(f'durable_approval_resumes{{state="{state}"}} {count}')
+    lines += [f'durable_approval_resumes{{state="{state}"}} {n}' for state, n in counts["deliveries"]]
     return Response("\n".join(lines) + "\n", mimetype="text/plain; version=0.0.4")
 
 

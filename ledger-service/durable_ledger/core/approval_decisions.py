@@ -25,30 +25,19 @@ a denial revokes live approvals of the same binding that the workflow has not us
 
 import time
 
-from ..db import is_sqlite, write_txn
+from .. import store
+from ..store.db import write_txn
 from ..errors import ContentChanged, InvalidTransition, ValidationFailed
-from ..models import Approval, ApprovalDenial, Job, Operation
+from ..store.models import Approval, ApprovalDenial, Job, Operation
 from . import approval_waits
 from . import states as S
-from .approvals import active_denial
+from .approvals import active_denial, binding_of, status_of  # noqa: F401 - status_of: api/console.py
 from .audit import audit
 from .operations import get_operation
+from .render import iso
 
 DEFAULT_TTL_S = 24 * 3600
 MAX_TTL_S = 90 * 86400
-
-
-def _lock(op):
-    q = Operation.select().where(Operation.id == op.id)
-    if not is_sqlite():
-        q = q.for_update()
-    return q.get()
-
-
-def _binding(op):
-    return (Approval.job == op.job_id, Approval.task_version == op.task_version, Approval.action == op.action,
-            Approval.content_digest == op.request_hash, Approval.target == (op.target or ""),
-            Approval.revoked_at.is_null())
 
 
 def _check_shown(op, shown_digest):
@@ -66,7 +55,7 @@ def approve(principal, key, shown_digest, ttl_s=None, note=None, check_content=N
     if not 60 <= ttl_s <= MAX_TTL_S:
         raise ValidationFailed(f"expiry must be between 60 s and {MAX_TTL_S} s from now", {"field": "expires_in_s"})
     if op.state != S.PREPARED or not op.requires_approval:
-        existing = Approval.select().where(*_binding(op)).order_by(Approval.id.desc()).first()
+        existing = Approval.select().where(*binding_of(op)).order_by(Approval.id.desc()).first()
         if existing is not None:
             return existing, False  # approved and already used by the workflow: a late second click
         raise InvalidTransition(f"operation is {op.state}; it is not waiting for an approval", {"state": op.state})
@@ -74,8 +63,8 @@ def approve(principal, key, shown_digest, ttl_s=None, note=None, check_content=N
         check_content(op)  # outside the transaction: it may ask WordPress (seconds, not a lock hold)
     now = time.time() if now is None else now
     with write_txn():
-        op = _lock(op)
-        live = (Approval.select().where(*_binding(op), Approval.expires_at > now)
+        op = store.operation_locked(op.id)
+        live = (Approval.select().where(*binding_of(op), Approval.expires_at > now)
                 .order_by(Approval.id.desc()).first())
         if live is not None:
             return live, False
@@ -109,7 +98,7 @@ def deny(principal, key, shown_digest, reason, now=None):
         raise InvalidTransition(f"operation is {op.state}; it is not waiting for an approval", {"state": op.state})
     now = time.time() if now is None else now
     with write_txn():
-        op = _lock(op)
+        op = store.operation_locked(op.id)
         if op.state != S.PREPARED:
             raise InvalidTransition(f"operation moved to {op.state} while you were deciding", {"state": op.state})
         standing = active_denial(op)
@@ -118,7 +107,7 @@ def deny(principal, key, shown_digest, reason, now=None):
         denial = ApprovalDenial.create(tenant=principal.tenant, operation=op.id, job=op.job_id,
                                        content_digest=op.request_hash, reason=reason, denied_by=principal.actor,
                                        created_at=now)
-        for a in Approval.select().where(*_binding(op), Approval.used_at.is_null()):
+        for a in Approval.select().where(*binding_of(op), Approval.used_at.is_null()):
             Approval.update(revoked_at=now, revoked_by=principal.actor).where(Approval.id == a.id).execute()
             audit(principal.tenant, op.job_id, principal.actor, "approval_revoked",
                   {"approval_id": a.id, "operation_key": op.operation_key, "because": "denied"})
@@ -137,22 +126,12 @@ def waiting(tenant, limit=200):
     now = time.time()
     out = []
     for op in ops:
-        live = (Approval.select().where(*_binding(op), Approval.expires_at > now).order_by(Approval.id.desc()).first())
+        live = (Approval.select().where(*binding_of(op), Approval.expires_at > now).order_by(Approval.id.desc()).first())
         out.append({"op": op, "approval": live, "denial": active_denial(op)})
     return out
 
 
-def status_of(op, now=None):
-    """'approved' (a live approval waits for the workflow), 'denied', or 'waiting'."""
-    now = time.time() if now is None else now
-    if Approval.select().where(*_binding(op), Approval.expires_at > now).exists():
-        return "approved"
-    return "denied" if active_denial(op) is not None else "waiting"
-
-
 def denial_dict(d):
-    from .render import iso
-
     return {"id": d.id, "operation_key": d.operation.operation_key, "content_digest": d.content_digest,
             "reason": d.reason, "denied_by": d.denied_by, "created_at": iso(d.created_at),
             "lifted_at": iso(d.lifted_at), "lifted_by": d.lifted_by}

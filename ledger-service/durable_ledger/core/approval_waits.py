@@ -44,13 +44,16 @@ from urllib.parse import urlsplit
 
 from peewee import JOIN, IntegrityError
 
-from ..db import db, is_sqlite, write_txn
+from .. import store
+from ..fencing import check_fence
+from ..store.db import db, write_txn
 from ..errors import InvalidTransition, ValidationFailed
-from ..models import Lease, Operation
-from ..wait_models import ApprovalDelivery, ApprovalWait
+from ..store.models import Operation
+from ..store.wait_models import ApprovalDelivery, ApprovalWait
 from . import states as S
 from .audit import audit
-from .leases import check_fence
+from .approvals import active_denial, status_of
+from .operations import get_operation
 from .render import iso
 
 log = logging.getLogger("durable_ledger.approval_waits")
@@ -119,18 +122,8 @@ def _open_key(url):
 
 # ---------------------------------------------------------------------- register
 
-def _locked_lease(job_pk):
-    q = Lease.select().where(Lease.job == job_pk)
-    if not is_sqlite():
-        q = q.for_update("FOR SHARE")
-    return q.get_or_none()
-
-
 def _standing_decision(op):
     """(decision, reason) already made for the operation as it stands, or (None, None)."""
-    from .approval_decisions import status_of
-    from .approvals import active_denial
-
     status = status_of(op)
     if status == "denied":
         denial = active_denial(op)
@@ -154,14 +147,12 @@ def register_wait(principal, key, resume_url, fencing_token, execution_id=None, 
                   hosts=frozenset(LOOPBACK), now=None):
     """Returns (answer, created). The caller must hold the job's current lease, and the operation
     must be halted for an approval (PREPARED, requires_approval)."""
-    from .operations import get_operation
-
     check_resume_url(resume_url, hosts)
     op = get_operation(principal.tenant, key)
     now = time.time() if now is None else now
     open_key = _open_key(resume_url)
     with write_txn():
-        check_fence(_locked_lease(op.job_id), fencing_token)
+        check_fence(store.lease_of(op.job_id, lock=True), fencing_token)
         op = Operation.get_by_id(op.id)
         if op.state != S.PREPARED or not op.requires_approval:
             raise InvalidTransition(

@@ -10,9 +10,10 @@ import time
 from datetime import datetime, timezone
 
 from ..errors import NotFound, ValidationFailed
-from ..models import Approval, ApprovalDenial
+from ..store.models import Approval, ApprovalDenial
 from .audit import audit
 from .jobs import get_job
+from .render import iso
 
 # Actions that need an approval whatever the caller says, per pipeline.
 ALWAYS_GATED = {"article": ("publish",)}
@@ -80,19 +81,14 @@ def find_live(job, action, digest, target, now=None):
     return None
 
 
-def check_and_use(principal, job, action, digest, target):
-    approval = find_live(job, action, digest, target)
-    if approval is None:
-        return None
+def mark_used(principal, job, approval, action, target):
+    """Record that a dispatch went out under ``approval`` (it stays live for the same content)."""
     Approval.update(used_at=time.time()).where(Approval.id == approval.id).execute()
     audit(principal.tenant, job.id, principal.actor, "approval_used",
           {"approval_id": approval.id, "action": action, "target": target})
-    return approval
 
 
 def approval_dict(a):
-    from .render import iso
-
     return {"id": a.id, "job_id": a.job.job_id, "task_version": a.task_version, "action": a.action,
             "content_digest": a.content_digest, "target": a.target, "policy_hash": a.policy_hash,
             "expires_at": iso(a.expires_at), "approved_by": a.approved_by, "note": a.note,
@@ -107,3 +103,17 @@ def active_denial(op, digest=None):
             .where(ApprovalDenial.operation == op.id, ApprovalDenial.content_digest == (digest or op.request_hash),
                    ApprovalDenial.lifted_at.is_null())
             .order_by(ApprovalDenial.id.desc()).first())
+
+
+def binding_of(op):
+    return (Approval.job == op.job_id, Approval.task_version == op.task_version, Approval.action == op.action,
+            Approval.content_digest == op.request_hash, Approval.target == (op.target or ""),
+            Approval.revoked_at.is_null())
+
+
+def status_of(op, now=None):
+    """'approved' (a live approval waits for the workflow), 'denied', or 'waiting'."""
+    now = time.time() if now is None else now
+    if Approval.select().where(*binding_of(op), Approval.expires_at > now).exists():
+        return "approved"
+    return "denied" if active_denial(op) is not None else "waiting"

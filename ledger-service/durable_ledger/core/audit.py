@@ -6,7 +6,7 @@ so counting them costs nothing when nothing is refused.
 
 import time
 
-from ..models import AuditLog
+from ..store.models import AuditLog
 
 REFUSAL_PREFIX = "refused:"
 

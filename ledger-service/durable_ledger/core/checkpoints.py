@@ -9,13 +9,13 @@ import time
 
 from peewee import fn
 
-from ..db import write_txn
+from .. import store
+from ..fencing import check_fence
+from ..store.db import write_txn
 from ..errors import Forbidden, PhaseSkipped, PreconditionFailed, SecretInCheckpoint, UnknownPhase, ValidationFailed
-from ..models import AuditLog, Checkpoint, Job, Operation
+from ..store.models import AuditLog, Checkpoint, Job, Operation
 from . import states as S
 from .jobs import get_job_and_lease
-from .leases import check_fence
-from .operations import _locked_lease
 from .phases import phases_for
 from .secrets import find_secrets
 
@@ -80,7 +80,7 @@ def save_checkpoint(principal, job_id, fencing_token, phase, body):
     stored["remote"] = stored["remote"] or {}
     stored["next_allowed_actions"] = stored["next_allowed_actions"] or []
     with write_txn():
-        check_fence(_locked_lease(job.id), fencing_token)
+        check_fence(store.lease_of(job.id, lock=True), fencing_token)
         # Conditional on the phase we validated against: a concurrent checkpoint that moved
         # the job meanwhile makes this one re-validate instead of skipping over it.
         n = (Job.update(phase=phase, checkpoint={"phase": phase, "task_version": version, **stored},

@@ -18,11 +18,11 @@ confirm takes effect on the next request.
 from peewee import JOIN
 
 from ..errors import LedgerError, StaleFencingToken
-from ..models import Job, Lease, Operation
+from ..fencing import check_fence
+from ..store.models import Job, Lease, Operation
 from . import states as S
 from .digest import request_digest
-from .fastpath import LeaseView
-from .leases import check_fence
+from ..store.rows import LeaseView
 
 
 class WriteNotDispatched(LedgerError):

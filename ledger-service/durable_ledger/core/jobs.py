@@ -4,9 +4,11 @@ import time
 
 from peewee import IntegrityError
 
-from ..db import write_txn
+from .. import store
+from ..fencing import check_fence
+from ..store.db import write_txn
 from ..errors import JobNotFound, ValidationFailed
-from ..models import AuditLog, Job, Lease
+from ..store.models import AuditLog, Job
 from .phases import PIPELINES
 
 BUDGET_KEYS = ("deadline_s", "max_cost", "max_tool_calls", "max_resume_attempts", "max_attempts")
@@ -58,14 +60,17 @@ def get_job(tenant, job_id):
     return job
 
 
+def current_lease(job):
+    """The job's lease row (owner, token, expiry), or None before the first Start Job."""
+    return store.lease_of(job.id)
+
+
 def get_job_and_lease(tenant, job_id):
     job = get_job(tenant, job_id)
-    return job, Lease.get_or_none(Lease.job == job.id)
+    return job, store.lease_of(job.id)
 
 
 def bump_version(tenant, job_id, fencing_token, actor):
-    from .leases import check_fence
-
     job, lease = get_job_and_lease(tenant, job_id)
     check_fence(lease, fencing_token)
     now = time.time()

@@ -1,46 +1,20 @@
-"""Leases with fencing tokens.
+"""Leases with fencing tokens (why: durable_ledger/fencing.py, which checks them).
 
-A lease says who may act for a job *now*; the fencing token says who acted *last*. Expiry
-alone cannot stop a paused worker (GC pause, n8n restart, stalled VM) from waking up and
-writing after its lease was taken over:
-
-    worker A: acquire (token 4) ... pause ..................... wake, write(token 4)
-    worker B:                        lease expired, acquire (5), write(token 5)
-
-so every write carries the token and the ledger (and WordPress, via the mu-plugin) refuse a
-token lower than the highest one issued for the job. Tokens only grow: takeover increments
-the row's token in a conditional UPDATE, release keeps it.
+Tokens only grow: takeover increments the row's token in a conditional UPDATE, release keeps it.
 """
 
 import time
 
 from peewee import IntegrityError
 
-from ..db import write_txn
-from ..errors import FencingTokenNotIssued, LeaseHeld, LeaseLost, StaleFencingToken, ValidationFailed
-from ..models import AuditLog, Lease
+from ..store.db import write_txn
+from .. import store
+from ..errors import LeaseHeld, LeaseLost, ValidationFailed
+from ..fencing import check_fence  # noqa: F401 - still imported from here by agents/ and api/agents.py
+from ..store.models import AuditLog, Lease
 from .jobs import get_job
 
 MAX_TTL_S = 24 * 3600
-
-
-def check_fence(lease, token):
-    """Raise unless ``token`` is the job's current fencing token."""
-    if lease is None:
-        raise LeaseLost("the job has no lease: call Start Job / POST /v1/jobs/{id}/lease first", {})
-    if token is None:
-        raise ValidationFailed("fencing_token is required", {"field": "fencing_token"})
-    if token < lease.fencing_token:
-        raise StaleFencingToken(
-            f"fencing token {token} is older than the job's current token {lease.fencing_token}: "
-            "another worker took over this job",
-            {"given": token, "current": lease.fencing_token},
-        )
-    if token > lease.fencing_token:
-        raise FencingTokenNotIssued(
-            f"fencing token {token} was never issued for this job (current {lease.fencing_token})",
-            {"field": "fencing_token", "given": token, "current": lease.fencing_token},
-        )
 
 
 def _ttl(ttl_s):
@@ -55,7 +29,7 @@ def acquire_lease(tenant, job_id, owner, ttl_s, takeover=False, actor="system", 
     job = get_job(tenant, job_id)
     for _ in range(5):
         now_ = time.time() if now is None else now
-        lease = Lease.get_or_none(Lease.job == job.id)
+        lease = store.lease_of(job.id)
         if lease is None:
             try:
                 with write_txn():
@@ -104,12 +78,12 @@ def renew_lease(tenant, job_id, owner, fencing_token, ttl_s, now=None):
          .where(Lease.job == job.id, Lease.owner == owner, Lease.fencing_token == fencing_token)
          .execute())
     if n != 1:
-        lease = Lease.get_or_none(Lease.job == job.id)
+        lease = store.lease_of(job.id)
         raise LeaseLost(
             "lease was taken over or never held by this owner; acquire a new one",
             {"current_owner": lease.owner if lease else None, "current_token": lease.fencing_token if lease else None},
         )
-    return job, Lease.get(Lease.job == job.id)
+    return job, store.lease_of(job.id)
 
 
 def release_lease(tenant, job_id, owner, fencing_token, now=None):

@@ -12,9 +12,9 @@ A cancelled job is never reopened: resume and reauthorize refuse it.
 
 import time
 
-from ..db import write_txn
+from ..store.db import write_txn
 from ..errors import InvalidTransition
-from ..models import Job, Lease, Operation
+from ..store.models import Job, Lease, Operation
 from . import states as S
 from .audit import audit
 from .jobs import get_job

@@ -20,12 +20,14 @@ nothing; the answer is the gate's for attempt 2 (`reconcile`, look up again).
 
 import time
 
+from .. import store
 from ..errors import ValidationFailed
-from ..models import Operation
+from ..fencing import check_fence
 from ..reconcile.verdicts import Absent, Found, Undecidable
+from ..store.models import Operation
+from . import gate
 from . import operations as ops
 from . import states as S
-from .leases import check_fence
 from .reconciliation import apply_verdict
 
 FOUND, ABSENT, UNDECIDABLE = "found", "absent", "undecidable"
@@ -46,24 +48,24 @@ def _verdict(result, remote_id, receipt, evidence):
 
 
 def report_lookup(principal, key, fencing_token, attempt, result, remote_id=None, receipt=None, evidence=None,
-                  **gate):
+                  config=None):
     """Apply the caller's lookup verdict, then answer as `begin` would now.
 
     Returns the begin answer with ``lookup: {outcome, verdict}``; ``outcome`` is `applied`,
     `raced` (the operation moved while the verdict was applied) or `not_in_flight` (it was settled
-    meanwhile, or another attempt is in flight); in the last two nothing changed. ``gate`` carries begin's configuration (max attempts, backoff, claim time).
+    meanwhile, or another attempt is in flight); in the last two nothing changed. ``config`` is the gate's (`gate.GateConfig`).
     """
     op = ops.get_operation(principal.tenant, key)
     verdict = _verdict(result, remote_id, receipt, evidence)
     outcome = "not_in_flight"
     if op.state in S.IN_FLIGHT and op.attempt == attempt:
         def fenced():
-            check_fence(ops._locked_lease(op.job_id), fencing_token)
+            check_fence(store.lease_of(op.job_id, lock=True), fencing_token)
 
         n, _ = apply_verdict(op, verdict, principal.actor, time.time(),
                              where=(Operation.attempt == attempt,), before_txn=fenced)
         outcome = "applied" if n == 1 else "raced"
-    answer = ops.begin(principal, op.job.job_id, op.action, fencing_token, request_hash=op.request_hash,
-                       operation_key=key, target=op.target, requires_approval=op.requires_approval, **gate)
-    answer["lookup"] = {"outcome": outcome, "verdict": verdict.kind, "attempt": attempt}
+    answer = gate.begin(principal, op.job.job_id, op.action, fencing_token, request_hash=op.request_hash,
+                        operation_key=key, target=op.target, requires_approval=op.requires_approval, config=config)
+    answer.extras["lookup"] = {"outcome": outcome, "verdict": verdict.kind, "attempt": attempt}
     return answer

@@ -12,8 +12,8 @@ promoted to FAILED because the remote could not be asked.
 
 import time
 
-from ..db import write_txn
-from ..models import Operation, OperationEvent
+from ..store.db import write_txn
+from ..store.models import Operation, OperationEvent
 from ..reconcile import registry
 from ..reconcile.verdicts import Absent, Found, ReconcilerError, Undecidable
 from . import states as S

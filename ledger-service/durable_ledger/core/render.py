@@ -8,6 +8,7 @@ remote's words (a 401 body quoting ``Authorization: Bearer ...``) and are kept a
 import time
 from datetime import datetime, timezone
 
+from .. import store
 from .secrets import redact
 
 
@@ -29,12 +30,6 @@ def lease_dict(lease, now=None):
     }
 
 
-def _tool_calls(job):
-    from .budgets import tool_calls_used
-
-    return tool_calls_used(job)
-
-
 def job_dict(job, lease=None):
     return {
         "job_id": job.job_id,
@@ -47,7 +42,7 @@ def job_dict(job, lease=None):
         "halt_reason": job.halt_reason,
         "session_id": job.session_id,
         "budgets": job.budgets or {},
-        "counters": {"tool_calls": _tool_calls(job), "cost": job.cost, "resume_attempts": job.resume_attempts},
+        "counters": {"tool_calls": store.count_dispatches(job.id), "cost": job.cost, "resume_attempts": job.resume_attempts},
         "policy_hash": job.policy_hash,
         "fencing_token": lease.fencing_token if lease else 0,
         "lease": lease_dict(lease),

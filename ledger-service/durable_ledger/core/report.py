@@ -6,7 +6,8 @@ and waiting-for-a-human operations, with phase history, budgets and approvals.
 
 from peewee import fn
 
-from ..models import Approval, AuditLog, Checkpoint, Job, Operation, OperationEvent
+from .. import store
+from ..store.models import Approval, AuditLog, Checkpoint, Job, Operation, OperationEvent
 from . import budgets
 from . import states as S
 from .approvals import approval_dict
@@ -82,3 +83,8 @@ def acceptance_metrics(tenant):
         "resumes_per_job": resumes,
         "refusals_by_code": refusals,
     }
+
+
+def gauges():
+    """What /metrics shows: counts by state, status, refusal code and resume delivery state."""
+    return store.counts(REFUSAL_PREFIX)

@@ -9,7 +9,7 @@ send the job back to the phase that produced them.
 import time
 
 from ..errors import InvalidTransition
-from ..models import Approval, Checkpoint, Job, Operation
+from ..store.models import Approval, Checkpoint, Job, Operation
 from . import budgets
 from . import states as S
 from .approvals import approval_dict

@@ -10,8 +10,8 @@ pruned, whatever their age.
 
 import time
 
-from ..db import write_txn
-from ..models import Operation, OperationEvent
+from ..store.db import write_txn
+from ..store.models import Operation, OperationEvent
 from . import states as S
 
 DEFAULT_WINDOW_S = 30 * 86400

@@ -8,9 +8,9 @@ editor saw, so a late confirm from the original run is never overwritten.
 
 import time
 
-from ..db import write_txn
+from ..store.db import write_txn
 from ..errors import InvalidTransition, ValidationFailed
-from ..models import Job, Operation, OperationEvent
+from ..store.models import Job, Operation, OperationEvent
 from ..reconcile import registry
 from ..reconcile.verdicts import ReconcilerError
 from . import states as S

@@ -1,4 +1,6 @@
-"""Operation states and the gate's decision table (DESIGN.md), as pure functions."""
+"""Operation states, the gate's decision names and messages, and the outcome classifier.
+
+The decision table itself is core/gate/decide.py; docs/architecture.md draws the layers and the path of a begin."""
 
 PREPARED = "PREPARED"
 SENT = "SENT"
@@ -9,7 +11,6 @@ NEEDS_REVIEW = "NEEDS_REVIEW"
 ABANDONED = "ABANDONED"
 
 ALL_STATES = (PREPARED, SENT, CONFIRMED, FAILED, UNKNOWN, NEEDS_REVIEW, ABANDONED)
-TERMINAL = (CONFIRMED, ABANDONED)
 IN_FLIGHT = (SENT, UNKNOWN)
 NEEDS_ATTENTION = (SENT, UNKNOWN, NEEDS_REVIEW)
 
@@ -18,42 +19,6 @@ REUSE_RECEIPT = "reuse_receipt"
 RECONCILE = "reconcile"
 NEEDS_REVIEW_DECISION = "needs_review"
 HALT = "halt"
-
-# Which transitions a caller may request, from which states. Anything else is
-# 409 invalid_transition. Repeating a transition into the state an operation is
-# already in is handled by the caller as an idempotent no-op.
-ALLOWED = {
-    "send": (PREPARED, FAILED),
-    "confirm": (SENT, UNKNOWN, NEEDS_REVIEW),  # late evidence also settles a review
-    "fail": (SENT,),
-    "unknown": (SENT,),
-}
-
-
-def decide_existing(state, retryable, attempt, max_attempts):
-    """Gate decision for an operation that already has a row.
-
-    Returns (decision, reason). ``dispatch`` here means "a new attempt may be claimed";
-    the caller still has to win the conditional update that moves the row to SENT.
-    """
-    if state == PREPARED:
-        return DISPATCH, None
-    if state == CONFIRMED:
-        return REUSE_RECEIPT, None
-    if state in (SENT, UNKNOWN):
-        return RECONCILE, "outcome_unknown" if state == UNKNOWN else "in_flight"
-    if state == FAILED:
-        if not retryable:
-            return HALT, "failed_permanently"
-        if attempt >= max_attempts:
-            return HALT, "retry_budget_exhausted"
-        return DISPATCH, None
-    if state == NEEDS_REVIEW:
-        return NEEDS_REVIEW_DECISION, "awaiting_editor"
-    if state == ABANDONED:
-        return HALT, "abandoned"
-    raise ValueError(f"unknown state {state!r}")
-
 
 MESSAGES = {
     "in_flight": "A previous attempt was sent and its outcome was never recorded; the ledger must reconcile with the remote system before anything is retried.",
@@ -74,7 +39,7 @@ MESSAGES = {
 
 
 def classify_outcome(http_status=None, error_kind=None, remote_id=None):
-    """Map a side effect's result to confirm / fail / fail_halt / unknown (DESIGN.md).
+    """Map a side effect's result to confirm / fail / fail_halt / unknown (docs/api.md, "Record Outcome").
 
     ``error_kind`` is one of timeout, connection_reset, connection_refused, dns or None.
     A refused connection or DNS failure happened before anything was sent, so it is a

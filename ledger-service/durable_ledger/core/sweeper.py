@@ -8,7 +8,7 @@ exceed the longest side effect's timeout. Rate-limited so a backlog does not ham
 
 import time
 
-from ..models import Job, Operation
+from ..store.models import Job, Operation
 from . import states as S
 from .reconciliation import reconcile_operation
 

@@ -8,7 +8,7 @@ a caller stored (receipts, errors, event details, checkpoint bodies) is shown th
 
 from peewee import fn
 
-from ..models import ApprovalDenial, AuditLog, Checkpoint, Job, Operation, OperationEvent
+from ..store.models import ApprovalDenial, AuditLog, Checkpoint, Job, Operation, OperationEvent
 from . import budgets
 from . import states as S
 from .audit import REFUSAL_PREFIX

@@ -12,25 +12,28 @@ import os
 
 from flask import Flask
 
+from .. import tracing
+from ..api.service import register_error_handlers
+from ..auth import authenticate as authenticate_token
+from ..auth import load_bootstrap_tokens
 from ..config import Config
-from ..db import bind_request_lifecycle, db, init_database
 from ..core.dispatch_auth import authorize_write
+from ..store.db import bind_request_lifecycle, db, init_database
+from ..store.migrations import create_schema
 from .sites import SiteRegistry, load_sites
+from .views import bp
 
 log = logging.getLogger("durable_ledger.proxy")
 
 
 def _ledger_authenticator(cfg: Config):
     """Tokens live in the ledger database; bind it (bootstrap tokens too) and use durable_ledger.auth."""
-    from ..auth import authenticate, load_bootstrap_tokens
-    from ..models import create_schema
-
     init_database(cfg.database_url)
     create_schema()
     if cfg.bootstrap_tokens:
         with db.connection_context():
             load_bootstrap_tokens(cfg.bootstrap_tokens)
-    return lambda raw: authenticate(raw, cfg.token_cache_ttl_s)
+    return lambda raw: authenticate_token(raw, cfg.token_cache_ttl_s)
 
 
 def create_proxy_app(config: dict | None = None) -> Flask:
@@ -46,8 +49,6 @@ def create_proxy_app(config: dict | None = None) -> Flask:
     sites = config["sites"] if "sites" in config else load_sites(env)
     app = Flask(__name__)
     app.json.sort_keys = False
-    from .. import tracing
-
     if tracing.enabled():  # OTEL_* variables set: request spans, WordPress calls as child spans
         tracing.setup(app, "durable-ledger-proxy")
     app.config["PROXY_SITES"] = SiteRegistry(
@@ -67,9 +68,6 @@ def create_proxy_app(config: dict | None = None) -> Flask:
 
     app.config["PROXY_AUTHENTICATE"] = authenticate
     app.config["PROXY_AUTHORIZE"] = config.get("authorize") or authorize_write
-
-    from ..api.service import register_error_handlers
-    from .views import bp
 
     app.register_blueprint(bp)
     register_error_handlers(app)

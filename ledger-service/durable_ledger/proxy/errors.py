@@ -26,12 +26,6 @@ class PostNotFound(NotFound):
     code = "post_not_found"
 
 
-class PublishNotApproved(LedgerError):
-    """Publishing needs an operation the ledger dispatched after a matching approval."""
-
-    code, http_status = "approval_required", 403
-
-
 class ContentChanged(LedgerError):
     """The post's stored content no longer matches what was approved for publishing."""
 

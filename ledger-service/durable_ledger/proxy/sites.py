@@ -29,9 +29,6 @@ class SiteProfile:
     app_password: str = field(repr=False)  # never in repr, logs or responses
     media_hosts: tuple[str, ...] = ()  # allow-list for media by URL; empty = any public host
 
-    def public(self) -> dict:
-        return {"name": self.name, "url": self.url}
-
 
 def _profile(name: str, spec: dict, env) -> SiteProfile:
     password = spec.get("app_password")

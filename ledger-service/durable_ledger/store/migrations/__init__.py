@@ -31,8 +31,12 @@ plus a case in tests/test_migrations.py. Never edit a released migration.
 import time
 
 from peewee import CharField, DoubleField, IntegerField, Model, SqliteDatabase
+from playhouse.migrate import PostgresqlMigrator, SqliteMigrator
 
+from ..agent_models import AGENT_MODELS
 from ..db import db
+from ..models import ALL_MODELS
+from ..wait_models import WAIT_MODELS
 from . import m0001_baseline, m0002_approval_denials_and_waits
 
 MIGRATIONS = [m0001_baseline, m0002_approval_denials_and_waits]
@@ -53,10 +57,6 @@ class SchemaVersion(Model):
 
 
 def current_models():
-    from ..agents.models import AGENT_MODELS
-    from ..models import ALL_MODELS
-    from ..wait_models import WAIT_MODELS
-
     return ALL_MODELS + AGENT_MODELS + WAIT_MODELS
 
 
@@ -64,8 +64,6 @@ class Schema:
     """Idempotent schema operations for migrations (each checks before it acts)."""
 
     def __init__(self, database):
-        from playhouse.migrate import PostgresqlMigrator, SqliteMigrator
-
         self.db = database
         self.sqlite = isinstance(database, SqliteDatabase)
         self.migrator = SqliteMigrator(database) if self.sqlite else PostgresqlMigrator(database)
@@ -203,3 +201,9 @@ def _verify(schema):
     if missing:
         raise RuntimeError("schema is missing " + ", ".join(missing) +
                            ": a model changed without a migration (add one in durable_ledger/migrations)")
+
+
+def create_schema():
+    """Create or upgrade the schema to this release's (idempotent, leaves existing data alone);
+    what `durable-ledger init-db` and every server's start run. Returns `migrate_schema()`'s result."""
+    return migrate_schema()

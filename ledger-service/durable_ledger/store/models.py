@@ -213,12 +213,3 @@ class Setting(BaseModel):
 
 ALL_MODELS = [ApiToken, Job, Lease, Operation, OperationEvent, Checkpoint, AuditLog, Approval, Setting, ApprovalDenial]
 
-
-def create_schema():
-    """Create or upgrade the schema to this release's (idempotent, leaves existing data alone).
-
-    Runs the numbered migrations in durable_ledger/migrations (see its docstring); returns
-    {"version", "applied", "created"}."""
-    from .migrations import migrate_schema
-
-    return migrate_schema()

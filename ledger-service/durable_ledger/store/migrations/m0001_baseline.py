@@ -5,14 +5,14 @@ creates the tables and nullable/defaulted columns that build lacked, which is wh
 init-db did ad hoc on every start.
 """
 
+from ..agent_models import AGENT_MODELS
+from ..models import ApiToken, Approval, AuditLog, Checkpoint, Job, Lease, Operation, OperationEvent, Setting
+
 VERSION = 1
 NAME = "baseline_0_1_0"
 
 
 def baseline_models():
-    from ..agents.models import AGENT_MODELS
-    from ..models import AuditLog, ApiToken, Approval, Checkpoint, Job, Lease, Operation, OperationEvent, Setting
-
     return [ApiToken, Job, Lease, Operation, OperationEvent, Checkpoint, AuditLog, Approval, Setting] + AGENT_MODELS
 
 

@@ -1,4 +1,4 @@
-"""Tables of the agents module; create_schema() creates everything listed in AGENT_MODELS.
+"""Tables of the agents module; the schema migrations create everything listed in AGENT_MODELS.
 
 Every row that belongs to a job references it with ON DELETE CASCADE, so deleting a job (or a
 test emptying the core tables) takes its session state along.
@@ -6,7 +6,7 @@ test emptying the core tables) takes its session state along.
 
 from peewee import AutoField, BooleanField, CharField, DoubleField, ForeignKeyField, IntegerField, TextField
 
-from ..models import BaseModel, Job, JSONText
+from .models import BaseModel, Job, JSONText
 
 
 class SessionBinding(BaseModel):

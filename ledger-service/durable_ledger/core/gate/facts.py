@@ -1,0 +1,66 @@
+"""Load what the gate decides on: the job, its lease, the operation, the live approval.
+
+One round trip on the hot path (`store.load_gate`); the approval, denial and dispatch-count
+reads happen only for the steps they can change.
+"""
+
+from dataclasses import dataclass
+from typing import Any
+
+from ... import store
+from ...errors import DigestMismatch, JobNotFound, ValidationFailed
+from ...fencing import check_fence
+from .. import approvals
+from .. import states as S
+from ..digest import default_operation_key
+from .decide import Facts, OpFacts, exhausted_budget
+
+
+@dataclass
+class Loaded:
+    job: Any
+    op: Any
+    key: str
+    approval: Any  # the live approval a dispatch would spend, or None
+    denial: Any  # the standing denial of this digest, or None
+    facts: Facts
+
+
+def op_facts(op):
+    if op is None:
+        return None
+    absent = op.state == S.FAILED and bool((op.last_error or {}).get("reconciled"))
+    return OpFacts(op.state, op.retryable, op.attempt, op.max_attempts, op.updated_at, absent)
+
+
+def check_digest(op, digest):
+    if op.request_hash != digest:
+        raise DigestMismatch(
+            "this operation key was first used with another request; "
+            "use a new key (or bump the task version) for a different request",
+            {"operation_key": op.operation_key, "stored": op.request_hash, "given": digest},
+        )
+
+
+def load(principal, req, now):
+    tenant = principal.tenant
+    job, lease, op, key = store.load_gate(tenant, req.job_id, req.operation_key,
+                                          lambda version: default_operation_key(tenant, req.job_id, version,
+                                                                                req.action))
+    if job is None:
+        raise JobNotFound(f"no job '{req.job_id}' in tenant '{tenant}'", {"job_id": req.job_id})
+    check_fence(lease, req.fencing_token)
+    if op is not None:
+        check_digest(op, req.digest)
+        if op.job_id != job.id:
+            raise ValidationFailed("operation key belongs to another job", {"operation_key": key})
+    would_dispatch = op is None or op.state in (S.PREPARED, S.FAILED)
+    budget = (exhausted_budget(job.budgets, job.cost, job.created_at, lambda: store.count_dispatches(job.id), now)
+              if would_dispatch else None)
+    needed = approvals.needs_approval(job, req.action, req.requires_approval)
+    approval = approvals.find_live(job, req.action, req.digest, req.target, now) if needed and would_dispatch \
+        else None
+    denial = approvals.active_denial(op, req.digest) if needed and op is not None and approval is None else None
+    facts = Facts(job.status, job.halt_reason, budget, op_facts(op), needed, approval is not None,
+                  denial is not None, now, req.config.backoff_base_s, req.reconcile)
+    return Loaded(job, op, key, approval, denial, facts)

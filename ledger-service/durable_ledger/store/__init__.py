@@ -1,0 +1,184 @@
+"""The storage layer: every SQL statement and every SQLite/PostgreSQL difference is in here.
+
+Core code calls the functions below (and builds ORM queries on `store.models` for the
+non-gate tables); it never writes SQL and never asks which database it runs on. The gate's
+statements have one implementation per backend (`sqlite.py`, `postgres.py`) with the same
+names; everything portable is written once here. The contract suite
+(tests/test_store.py, and every test through the `client` fixture) runs on both.
+"""
+
+import time
+
+from peewee import fn
+
+from ..errors import InvalidTransition
+from ..fencing import check_fence
+from . import postgres, sqlite
+from .db import db, is_sqlite, write_txn
+from .models import AuditLog, Job, Lease, Operation, OperationEvent
+from .wait_models import ApprovalDelivery
+from .rows import JOB_COLS, OP_COLS, JobGuard, LeaseView, NewOp, json_codec, job_model, op_model
+
+__all__ = ["JobGuard", "NewOp", "write_txn", "load_gate", "claim_new", "claim_retry", "insert_prepared",
+           "confirm", "transition", "lease_of", "operation_locked", "get_operation", "operation_events",
+           "add_event", "count_dispatches", "ping", "counts"]
+
+
+def _backend():
+    return sqlite if is_sqlite() else postgres
+
+
+def _sql(text):
+    return text.replace("?", _backend().PARAM)
+
+
+# The operation is joined by an exact key so that the (tenant, operation_key) index is used;
+# a key computed in SQL from the job's columns made PostgreSQL scan the tenant's operations.
+_LOAD_WITH_KEY = (
+    "SELECT " + ", ".join(f"j.{c}" for c in JOB_COLS) + ", l.fencing_token, "
+    + ", ".join(f"o.{c}" for c in OP_COLS)
+    + " FROM job j LEFT JOIN lease l ON l.job_id = j.id"
+    " LEFT JOIN operation o ON o.tenant = j.tenant AND o.operation_key = ?"
+    " WHERE j.tenant = ? AND j.job_id = ?"
+)
+_LOAD_JOB = ("SELECT " + ", ".join(f"j.{c}" for c in JOB_COLS) + ", l.fencing_token"
+             " FROM job j LEFT JOIN lease l ON l.job_id = j.id WHERE j.tenant = ? AND j.job_id = ?")
+_LOAD_OP = "SELECT " + ", ".join(OP_COLS) + " FROM operation WHERE tenant = ? AND operation_key = ?"
+
+
+def load_gate(tenant, job_id, operation_key, default_key):
+    """(job, lease or None, operation or None, key); Nones if there is no such job.
+
+    One query when the caller names the key; two (job, then operation) for the default key,
+    ``default_key(task_version)``, which depends on the job's current task version.
+    """
+    n = len(JOB_COLS)
+    if operation_key:
+        row = db.execute_sql(_sql(_LOAD_WITH_KEY), (operation_key, tenant, job_id)).fetchone()
+        if row is None:
+            return None, None, None, None
+        key, op_values = operation_key, (row[n + 1:] if row[n + 1] is not None else None)
+    else:
+        row = db.execute_sql(_sql(_LOAD_JOB), (tenant, job_id)).fetchone()
+        if row is None:
+            return None, None, None, None
+        key = default_key(row[JOB_COLS.index("task_version")])
+        op_values = db.execute_sql(_sql(_LOAD_OP), (tenant, key)).fetchone()
+    lease = LeaseView(row[n]) if row[n] is not None else None
+    return job_model(row[:n]), lease, (op_model(op_values) if op_values is not None else None), key
+
+
+def claim_new(new: NewOp, may_dispatch, counted, detail):
+    """The claim of a new operation as SENT, atomic with its checks: see the backends."""
+    return _backend().claim_new(new, may_dispatch, json_codec.db_value(detail), counted)
+
+
+def insert_prepared(new: NewOp, detail):
+    """The PREPARED row of a step waiting for an approval: inserted, or the one already there."""
+    op = _backend().insert_prepared(new, json_codec.db_value(detail))
+    return op or Operation.get(Operation.tenant == new.tenant, Operation.operation_key == new.key)
+
+
+def claim_retry(op, token, actor, now, may_dispatch, counted, detail):
+    """PREPARED/FAILED -> SENT with attempt+1, conditional on the state and attempt we read.
+
+    The operation, a refusal (``may_dispatch`` on the job row locked as in `claim_new`), or None
+    when the row moved first. Raises when the token is not current."""
+    backend = _backend()
+    with write_txn():
+        refused = may_dispatch(backend.guard(op.job_id, counted))
+        if refused:
+            return refused
+        check_fence(backend.lease_locked(op.job_id), token)
+        attempt = op.attempt + (1 if op.state == "FAILED" else 0)
+        n = (Operation.update(state="SENT", attempt=attempt, fencing_token=token, updated_at=now)
+             .where(Operation.id == op.id, Operation.state == op.state, Operation.attempt == op.attempt)
+             .execute())
+        if n != 1:
+            return None
+        add_event(op.id, op.job_id, op.state, "SENT", actor, token, {**detail, "attempt": attempt}, now)
+    return Operation.get_by_id(op.id)
+
+
+def confirm(tenant, key, token, remote_id, receipt, actor, detail):
+    """The hot confirm: SENT/UNKNOWN/NEEDS_REVIEW -> CONFIRMED if the token is current, in one
+    statement where the backend can; None means "take the general path" (`transition`)."""
+    now = time.time()
+    return _backend().confirm(tenant, key, token, str(remote_id), json_codec.db_value(receipt or {}),
+                              json_codec.db_value(detail), actor, now)
+
+
+def transition(op, token, to_state, fields, actor, detail, now, before=None):
+    """Move ``op`` from the state it was read in to ``to_state`` if ``token`` is current.
+
+    Every transition is a conditional UPDATE whose WHERE names the state it leaves, inside a
+    write transaction that first re-reads the job's lease (FOR SHARE on PostgreSQL, the
+    database-wide IMMEDIATE lock on SQLite). The window this closes:
+
+        worker A: check token 4 ok ..................... UPDATE op (token 4)
+        worker B:                 take over, token 5 ... begin: sees A's row, reconciles
+
+    With the lock the takeover's UPDATE of the lease waits for A's transaction.
+    ``before`` runs first inside the transaction (an extra check that must see the same lock).
+    """
+    with write_txn():
+        if before is not None:
+            before()
+        check_fence(_backend().lease_locked(op.job_id), token)
+        n = (Operation.update(state=to_state, updated_at=now, **fields)
+             .where(Operation.id == op.id, Operation.state == op.state).execute())
+        if n != 1:
+            current = Operation.get_by_id(op.id)
+            raise InvalidTransition(f"operation moved to {current.state} concurrently",
+                                    {"state": current.state, "wanted": to_state})
+        add_event(op.id, op.job_id, op.state, to_state, actor, token, detail, now)
+
+
+def lease_of(job_pk, lock=False):
+    """The job's lease row, or None; ``lock`` inside a write transaction (FOR SHARE on PostgreSQL)."""
+    return _backend().lease_locked(job_pk) if lock else Lease.get_or_none(Lease.job == job_pk)
+
+
+def operation_locked(op_pk):
+    """The operation row, locked for update inside the caller's write transaction."""
+    return _backend().operation_locked(op_pk)
+
+
+def get_operation(tenant, key):
+    """The operation with its job joined in, or None."""
+    return (Operation.select(Operation, Job).join(Job)
+            .where(Operation.tenant == tenant, Operation.operation_key == key).get_or_none())
+
+
+def operation_events(op_pk):
+    return list(OperationEvent.select().where(OperationEvent.operation == op_pk).order_by(OperationEvent.id))
+
+
+def add_event(op_pk, job_pk, from_state, to_state, actor, token, detail, now):
+    OperationEvent.create(operation=op_pk, job=job_pk, from_state=from_state, to_state=to_state, actor=actor,
+                          fencing_token=token, detail=detail, created_at=now)
+
+
+def count_dispatches(job_pk):
+    """Dispatches so far (every move into SENT), counted from the event log: a counter on the job
+    row would make every dispatch update one row, serialising concurrent begins of one job."""
+    return OperationEvent.select().where(OperationEvent.job == job_pk, OperationEvent.to_state == "SENT").count()
+
+
+def ping():
+    """One round trip to the database (the health check)."""
+    db.execute_sql("SELECT 1").fetchone()
+
+
+def counts(refusal_prefix):
+    """Gauges for /metrics: operations by state, jobs by status, refusals by tenant and code
+    (audit actions starting with ``refusal_prefix``), approval resume deliveries by state."""
+    def grouped(model, *cols):
+        return list(model.select(*cols, fn.COUNT(model.id)).group_by(*cols).tuples())
+
+    refusals = (AuditLog.select(AuditLog.tenant, AuditLog.action, fn.COUNT(AuditLog.id))
+                .where(AuditLog.action.startswith(refusal_prefix))
+                .group_by(AuditLog.tenant, AuditLog.action).tuples())
+    return {"operations": grouped(Operation, Operation.state), "jobs": grouped(Job, Job.status),
+            "refusals": [(t, a[len(refusal_prefix):], n) for t, a, n in refusals],
+            "deliveries": grouped(ApprovalDelivery, ApprovalDelivery.state)}

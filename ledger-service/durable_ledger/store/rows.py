@@ -1,0 +1,84 @@
+"""What the gate's statements take and give: column lists, the JSON codec, row -> model.
+
+Shared by both backends; the statements themselves are in `sqlite.py` and `postgres.py`.
+"""
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .models import Job, JSONText, Operation
+
+json_codec = JSONText()
+JOB_COLS = [f.column_name for f in Job._meta.sorted_fields]
+OP_COLS = [f.column_name for f in Operation._meta.sorted_fields]
+_JOB_FIELDS = [Job._meta.columns[c] for c in JOB_COLS]
+_OP_FIELDS = [Operation._meta.columns[c] for c in OP_COLS]
+INSERT_COLS = ["tenant", "operation_key", "job_id", "task_version", "action", "request_hash", "state", "attempt",
+               "max_attempts", "fencing_token", "target", "requires_approval", "request_summary",
+               "reconcile_attempts", "created_at", "updated_at"]
+EVENT_COLS = "operation_id, job_id, from_state, to_state, actor, fencing_token, detail, created_at"
+
+
+class LeaseView:
+    """The lease as the gate needs it: its current token."""
+
+    __slots__ = ("fencing_token",)
+
+    def __init__(self, token):
+        self.fencing_token = token
+
+
+@dataclass(frozen=True)
+class NewOp:
+    """An operation row to insert: as SENT (a claim) or PREPARED (waiting for an approval)."""
+
+    tenant: str
+    key: str
+    job_pk: int
+    task_version: int
+    action: str
+    digest: str
+    token: int
+    target: str | None
+    requires_approval: bool
+    max_attempts: int
+    actor: str
+    summary: dict | None
+    now: float
+
+    def values(self, state):
+        return [self.tenant, self.key, self.job_pk, self.task_version, self.action, self.digest, state, 1,
+                self.max_attempts, self.token, self.target, bool(self.requires_approval),
+                json_codec.db_value(self.summary), 0, self.now, self.now]
+
+    def model(self, op_id, state):
+        return Operation(id=op_id, tenant=self.tenant, operation_key=self.key, job=self.job_pk,
+                         task_version=self.task_version, action=self.action, request_hash=self.digest, state=state,
+                         attempt=1, max_attempts=self.max_attempts, retryable=None, fencing_token=self.token,
+                         target=self.target, requires_approval=bool(self.requires_approval), remote_id=None,
+                         receipt=None, last_error=None, request_summary=self.summary, reconcile_attempts=0,
+                         reconciling_until=None, evidence=None, created_at=self.now, updated_at=self.now)
+
+
+@dataclass(frozen=True)
+class JobGuard:
+    """The job row as a claim reads it under the row's lock, inside its own transaction."""
+
+    status: str
+    halt_reason: str | None
+    budgets: dict | None
+    cost: float
+    created_at: float
+    dispatches: Callable[[], int]  # counts SENT moves of the job, in the same transaction
+
+
+# A claim asks the caller's rule whether the guarded job may dispatch: a refusal or None.
+MayDispatch = Callable[[JobGuard], Any]
+
+
+def job_model(values):
+    return Job(**{f.name: f.python_value(v) for f, v in zip(_JOB_FIELDS, values)})
+
+
+def op_model(values):
+    return Operation(**{f.name: f.python_value(v) for f, v in zip(_OP_FIELDS, values)})

@@ -1,0 +1,85 @@
+"""The gate's statements on SQLite.
+
+Every write runs inside BEGIN IMMEDIATE (`db.write_txn`), which takes the database-wide write
+lock up front: the checks and the write of one claim or confirm cannot interleave with
+another writer's, so a plain SELECT before the INSERT is as good as a lock.
+"""
+
+from .db import db, write_txn
+from .models import Lease, Operation
+from .rows import EVENT_COLS, INSERT_COLS, OP_COLS, JobGuard, json_codec, op_model
+
+PARAM = "?"
+_GUARD = "SELECT status, halt_reason, budgets, cost, created_at FROM job WHERE id = ?"
+_DISPATCHES = "SELECT count(*) FROM operation_event WHERE job_id = ? AND to_state = 'SENT'"
+_INSERT_OP = "INSERT INTO operation (" + ", ".join(INSERT_COLS) + ") VALUES (" + ", ".join("?" * len(INSERT_COLS)) + ")"
+_INSERT_EVENT = "INSERT INTO operation_event (" + EVENT_COLS + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+_CONFIRMABLE = ("SELECT o.id, o.job_id, o.state FROM operation o JOIN lease l ON l.job_id = o.job_id"
+                " WHERE o.tenant = ? AND o.operation_key = ? AND l.fencing_token = ?"
+                " AND o.state IN ('SENT', 'UNKNOWN', 'NEEDS_REVIEW')")
+_CONFIRM = ("UPDATE operation SET state = 'CONFIRMED', remote_id = ?, receipt = ?, last_error = NULL, updated_at = ?"
+            " WHERE id = ?")
+_CONFIRMED = ("SELECT " + ", ".join(f"o.{c}" for c in OP_COLS) + ", j.job_id FROM operation o"
+              " JOIN job j ON j.id = o.job_id WHERE o.id = ?")
+
+
+def guard(job_pk, exclusive):
+    """The job row for a claim's checks (``exclusive`` is moot: IMMEDIATE already serialises)."""
+    status, halt_reason, budgets, cost, created_at = db.execute_sql(_GUARD, (job_pk,)).fetchone()
+    return JobGuard(status, halt_reason, json_codec.python_value(budgets), cost, created_at,
+                    lambda: db.execute_sql(_DISPATCHES, (job_pk,)).fetchone()[0])
+
+
+def claim_new(new, may_dispatch, detail, counted=True):
+    """INSERT the SENT row and its event if the job may dispatch, the token is current and the
+    key is free: the new operation, the refusal, or None (key taken or token moved)."""
+    with write_txn():
+        refused = may_dispatch(guard(new.job_pk, True))
+        if refused:
+            return refused
+        fenced = db.execute_sql("SELECT 1 FROM lease WHERE job_id = ? AND fencing_token = ?",
+                                (new.job_pk, new.token)).fetchone()
+        taken = db.execute_sql("SELECT 1 FROM operation WHERE tenant = ? AND operation_key = ?",
+                               (new.tenant, new.key)).fetchone()
+        if not fenced or taken:
+            return None
+        op_id = db.execute_sql(_INSERT_OP, new.values("SENT")).lastrowid
+        db.execute_sql(_INSERT_EVENT, (op_id, new.job_pk, None, "SENT", new.actor, new.token, detail, new.now))
+    return new.model(op_id, "SENT")
+
+
+def insert_prepared(new, detail):
+    """INSERT the PREPARED row (an approval is missing) unless the key exists: the row or None.
+    The IMMEDIATE lock means nobody inserts the key between the check and the insert, and
+    INSERT OR IGNORE's lastrowid would not be reliable."""
+    with write_txn():
+        if db.execute_sql("SELECT 1 FROM operation WHERE tenant = ? AND operation_key = ?",
+                          (new.tenant, new.key)).fetchone():
+            return None
+        op_id = db.execute_sql(_INSERT_OP, new.values("PREPARED")).lastrowid
+        db.execute_sql(_INSERT_EVENT, (op_id, new.job_pk, None, "PREPARED", new.actor, new.token, detail, new.now))
+    return new.model(op_id, "PREPARED")
+
+
+def confirm(tenant, key, token, remote_id, receipt_text, detail, actor, now):
+    """SENT/UNKNOWN/NEEDS_REVIEW -> CONFIRMED if the token is current: the row, or None."""
+    with write_txn():
+        row = db.execute_sql(_CONFIRMABLE, (tenant, key, token)).fetchone()
+        if row is None:
+            return None
+        op_id, job_pk, before = row
+        db.execute_sql(_CONFIRM, (remote_id, receipt_text, now, op_id))
+        db.execute_sql(_INSERT_EVENT, (op_id, job_pk, before, "CONFIRMED", actor, token, detail, now))
+        values = db.execute_sql(_CONFIRMED, (op_id,)).fetchone()
+    op = op_model(values[:-1])
+    op.job_key = values[-1]
+    return op
+
+
+def lease_locked(job_pk):
+    """The lease inside a write transaction (IMMEDIATE: no other writer can move it)."""
+    return Lease.get_or_none(Lease.job == job_pk)
+
+
+def operation_locked(op_pk):
+    return Operation.get_by_id(op_pk)
