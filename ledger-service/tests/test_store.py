@@ -1,0 +1,148 @@
+"""The store's contract: each gate statement behaves the same on SQLite and PostgreSQL.
+
+Every test runs on both backends (the `backend` fixture); the rest of the suite goes through
+the store too, by way of the HTTP API and the core.
+"""
+
+import time
+
+import pytest
+
+from durable_ledger import store
+from durable_ledger.core import jobs, leases
+from durable_ledger.core.gate.decide import Refused
+from durable_ledger.errors import InvalidTransition, StaleFencingToken
+from durable_ledger.store.models import Operation, OperationEvent
+
+
+@pytest.fixture
+def job(conn):
+    job, _ = jobs.create_or_get_job("acme", "store-job")
+    _, lease = leases.acquire_lease("acme", "store-job", "w1", 60)
+    return job, lease.fencing_token
+
+
+def new_op(job, token, key="k-1", **kw):
+    return store.NewOp(**{"tenant": "acme", "key": key, "job_pk": job.id, "task_version": 1, "action": "send",
+                          "digest": "d" * 64, "token": token, "target": "t:x", "requires_approval": False,
+                          "max_attempts": 3, "actor": "runner", "summary": {"title": "T"}, "now": time.time(),
+                          **kw})
+
+
+def allow(_guard):
+    return None
+
+
+def events(op_id):
+    return [(e.from_state, e.to_state) for e in OperationEvent.select().where(OperationEvent.operation == op_id)]
+
+
+@pytest.mark.parametrize("counted", [False, True])
+def test_claim_new_inserts_sent_with_its_event_once(job, counted):
+    j, token = job
+    op = store.claim_new(new_op(j, token), allow, counted, {"attempt": 1})
+    assert (op.state, op.attempt, op.fencing_token) == ("SENT", 1, token)
+    assert events(op.id) == [(None, "SENT")]
+    assert store.claim_new(new_op(j, token), allow, counted, {"attempt": 1}) is None  # key taken
+    assert Operation.select().where(Operation.operation_key == "k-1").count() == 1
+    assert store.count_dispatches(j.id) == 1
+
+
+@pytest.mark.parametrize("counted", [False, True])
+def test_claim_new_with_a_stale_token_inserts_nothing(job, counted):
+    j, token = job
+    leases.acquire_lease("acme", "store-job", "w2", 60, takeover=True)
+    assert store.claim_new(new_op(j, token), allow, counted, {}) is None
+    assert Operation.select().count() == 0
+
+
+def test_claim_new_asks_the_rule_under_the_lock(job):
+    """With a counted budget the rule sees the job row (and the dispatch count) under its lock.
+    Without one, PostgreSQL checks the job's status inside the claim statement itself and asks
+    the rule only for a job that is not active (next test)."""
+    j, token = job
+    seen = []
+
+    def refuse(guard):
+        seen.append((guard.status, guard.dispatches()))
+        return Refused("budget_exhausted", "max_tool_calls")
+
+    out = store.claim_new(new_op(j, token), refuse, True, {})
+    assert isinstance(out, Refused) and out.budget == "max_tool_calls"
+    assert Operation.select().count() == 0
+    assert seen == [("active", 0)]
+
+
+def test_claim_new_on_a_cancelled_job_is_refused_by_the_statement(job):
+    j, token = job
+    from durable_ledger.store.models import Job
+
+    Job.update(status="cancelled").where(Job.id == j.id).execute()
+    out = store.claim_new(new_op(j, token), lambda g: Refused(g.status) if g.status != "active" else None, False, {})
+    assert isinstance(out, Refused) and out.reason == "cancelled"
+    assert Operation.select().count() == 0
+
+
+def test_insert_prepared_is_idempotent(job):
+    j, token = job
+    first = store.insert_prepared(new_op(j, token, requires_approval=True), {"reason": "approval_required"})
+    again = store.insert_prepared(new_op(j, token, requires_approval=True), {"reason": "approval_required"})
+    assert first.id == again.id and again.state == "PREPARED" and again.requires_approval
+    assert events(first.id) == [(None, "PREPARED")]
+
+
+def test_claim_retry_moves_failed_to_sent_with_the_next_attempt(job):
+    j, token = job
+    op = store.claim_new(new_op(j, token), allow, False, {})
+    Operation.update(state="FAILED", retryable=True).where(Operation.id == op.id).execute()
+    failed = Operation.get_by_id(op.id)
+    again = store.claim_retry(failed, token, "runner", time.time(), allow, False, {})
+    assert (again.state, again.attempt) == ("SENT", 2)
+    assert store.claim_retry(failed, token, "runner", time.time(), allow, False, {}) is None  # moved meanwhile
+    assert store.count_dispatches(j.id) == 2
+
+
+def test_claim_retry_checks_the_fence(job):
+    j, token = job
+    op = store.insert_prepared(new_op(j, token), {})
+    leases.acquire_lease("acme", "store-job", "w2", 60, takeover=True)
+    with pytest.raises(StaleFencingToken):
+        store.claim_retry(op, token, "runner", time.time(), allow, True, {})
+    assert Operation.get_by_id(op.id).state == "PREPARED"
+
+
+def test_confirm_is_fenced_and_once(job):
+    j, token = job
+    store.claim_new(new_op(j, token), allow, False, {})
+    assert store.confirm("acme", "k-1", token + 1, "r-1", {}, "runner", {}) is None  # wrong token
+    op = store.confirm("acme", "k-1", token, "r-1", {"id": 1}, "runner", {})
+    assert (op.state, op.remote_id, op.receipt, op.job_key) == ("CONFIRMED", "r-1", {"id": 1}, "store-job")
+    assert store.confirm("acme", "k-1", token, "r-1", {}, "runner", {}) is None  # already confirmed
+    assert events(op.id) == [(None, "SENT"), ("SENT", "CONFIRMED")]
+
+
+def test_transition_names_the_state_it_leaves(job):
+    j, token = job
+    op = store.claim_new(new_op(j, token), allow, False, {})
+    store.transition(op, token, "UNKNOWN", {"last_error": {"kind": "timeout"}}, "runner", None, time.time())
+    with pytest.raises(InvalidTransition):  # `op` still says SENT: the row moved
+        store.transition(op, token, "FAILED", {}, "runner", None, time.time())
+    assert Operation.get_by_id(op.id).state == "UNKNOWN"
+
+
+def test_load_gate_by_key_and_by_default_key(job):
+    j, token = job
+    store.claim_new(new_op(j, token, key="acme:store-job:v1:send"), allow, False, {})
+    loaded, lease, op, key = store.load_gate("acme", "store-job", None, lambda v: f"acme:store-job:v{v}:send")
+    assert (loaded.id, lease.fencing_token, op.state, key) == (j.id, token, "SENT", "acme:store-job:v1:send")
+    _, _, none, key = store.load_gate("acme", "store-job", "other", None)
+    assert (none, key) == (None, "other")
+    assert store.load_gate("acme", "nope", "k", None) == (None, None, None, None)
+    assert store.load_gate("other-tenant", "store-job", "k", None)[0] is None
+
+
+def test_lease_of_with_and_without_lock(job):
+    j, token = job
+    assert store.lease_of(j.id).fencing_token == token
+    with store.write_txn():
+        assert store.lease_of(j.id, lock=True).fencing_token == token
