@@ -25,7 +25,7 @@ def cancel_job(principal, job_id, reason=None):
     job = get_job(principal.tenant, job_id)
     now = time.time()
     # Two transactions, never one holding the job row and the lease row at once: a claim holds
-    # both FOR SHARE (fastpath.claim_new) in whatever order the planner picks, so a cancel that
+    # both FOR SHARE (store/postgres.py, the claim statement) in whatever order the planner picks, so a cancel that
     # locked the job and then waited for the lease could deadlock with it. Between the two, the
     # lease is still live but the job is cancelled: every claim is refused already.
     with write_txn():

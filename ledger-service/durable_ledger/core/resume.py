@@ -80,27 +80,8 @@ def resume_job(principal, job_id, owner, ttl_s, takeover=False, artifacts=None, 
     if job.status == "cancelled":
         raise _cancelled(principal, job)
     now = time.time()
-    # An attempt is a resume that took the lease: the lease first (a resume refused with 409
-    # lease_held raises here and counts nothing, so an intruder cannot burn the owner's
-    # max_resume_attempts), then ``resume_attempts + 1`` in its own statement (no lost count
-    # under concurrency). Not one transaction: holding the job row while waiting for the lease
-    # row could deadlock with a claim, which holds both FOR SHARE (see fastpath.guard_txn). A
-    # crash between the two leaves one resume uncounted, never one counted twice; a cancel that
-    # committed in between leaves nothing to update and the resume is refused.
-    job, lease = acquire_lease(principal.tenant, job_id, owner, ttl_s, takeover, principal.actor)
-    n = (Job.update(resume_attempts=Job.resume_attempts + 1, updated_at=now)
-         .where(Job.id == job.id, Job.status != "cancelled").execute())
-    if n != 1:
-        lease = None
-    if lease is None:
-        raise _cancelled(principal, job)
-    job = Job.get_by_id(job.id)
-    halt = job.halt_reason if job.status == "halted" else None
-    if halt is None and policy_hash is not None and job.policy_hash is not None and policy_hash != job.policy_hash:
-        halt = "policy_changed"
-        Job.update(status="halted", halt_reason=halt, updated_at=now).where(Job.id == job.id).execute()
-        audit(principal.tenant, job.id, principal.actor, "job_halted",
-              {"reason": halt, "approved_policy": job.policy_hash, "current_policy": policy_hash})
+    job, lease = _take_and_count(principal, job, job_id, owner, ttl_s, takeover, now)
+    halt = _halt_on_policy_change(principal, job, policy_hash, now)
     budget = budgets.exhausted(job, now, for_resume=True) or budgets.exhausted(job, now)
     checked, rewind = _verify_artifacts(job, artifacts)
     phase = previous_phase = job.phase
@@ -137,3 +118,33 @@ def resume_job(principal, job_id, owner, ttl_s, takeover=False, artifacts=None, 
                       if a["task_version"] == job.task_version],
         "summary": _summary(job, phase, ops, checked, halt or budget),
     }
+
+
+def _take_and_count(principal, job, job_id, owner, ttl_s, takeover, now):
+    """Take the lease, then count the attempt: (job re-read, lease).
+
+    An attempt is a resume that took the lease: the lease first (a resume refused with 409
+    lease_held raises here and counts nothing, so an intruder cannot burn the owner's
+    max_resume_attempts), then ``resume_attempts + 1`` in its own statement (no lost count
+    under concurrency). Not one transaction: holding the job row while waiting for the lease
+    row could deadlock with a claim, which holds both FOR SHARE (see store/postgres.py). A
+    crash between the two leaves one resume uncounted, never one counted twice; a cancel that
+    committed in between leaves nothing to update and the resume is refused.
+    """
+    job, lease = acquire_lease(principal.tenant, job_id, owner, ttl_s, takeover, principal.actor)
+    n = (Job.update(resume_attempts=Job.resume_attempts + 1, updated_at=now)
+         .where(Job.id == job.id, Job.status != "cancelled").execute())
+    if n != 1:
+        raise _cancelled(principal, job)
+    return Job.get_by_id(job.id), lease
+
+
+def _halt_on_policy_change(principal, job, policy_hash, now):
+    """The job's halt reason: its own, or policy_changed (set now) when the policy moved."""
+    halt = job.halt_reason if job.status == "halted" else None
+    if halt is None and policy_hash is not None and job.policy_hash is not None and policy_hash != job.policy_hash:
+        halt = "policy_changed"
+        Job.update(status="halted", halt_reason=halt, updated_at=now).where(Job.id == job.id).execute()
+        audit(principal.tenant, job.id, principal.actor, "job_halted",
+              {"reason": halt, "approved_policy": job.policy_hash, "current_policy": policy_hash})
+    return halt
