@@ -3,7 +3,7 @@ import { createRequire } from 'node:module';
 import { test } from 'node:test';
 
 const require = createRequire(import.meta.url);
-const { readSideEffectFailure } = require('../dist/nodes/DurableStep/classify.js');
+const { readSideEffectFailure } = require('../dist/nodes/DurableStep/operations/recordOutcome/classify.js');
 
 const f = (json, error) => readSideEffectFailure(error === undefined ? { json } : { json, error });
 

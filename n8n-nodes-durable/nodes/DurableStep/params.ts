@@ -72,3 +72,10 @@ export function jsonObject(value: unknown, ctx: IExecuteFunctions, i: number, la
 	}
 	return value as IDataObject;
 }
+
+/** A receipt as the ledger stores it: an object; any other value is wrapped as `{value}`. */
+export function asReceipt(value: unknown): IDataObject {
+	if (value && typeof value === 'object' && !Array.isArray(value)) return value as IDataObject;
+	if (value === undefined || value === null || value === '') return {};
+	return { value: value as IDataObject[keyof IDataObject] };
+}

@@ -1,9 +1,10 @@
 import type { IDataObject, IExecuteFunctions } from 'n8n-workflow';
-import { jsonObject, optionalString, parseJson, requiredString } from '../params';
-import { jobPath, ledgerCall } from '../transport';
-import { PROCEED, type StepResult } from '../types';
+import { jsonObject, optionalString, parseJson, requiredString } from '../../params';
+import { jobPath, ledgerCall } from '../../transport';
+import { PROCEED, type DurableOperation, type StepResult } from '../../types';
 
-export async function startJob(ctx: IExecuteFunctions, i: number): Promise<StepResult> {
+/** `PUT /v1/jobs/{id}` (create or get), then `POST /v1/jobs/{id}/lease`; the item is replaced. */
+export async function startJobItem(ctx: IExecuteFunctions, i: number): Promise<StepResult> {
 	const jobId = requiredString(ctx, 'jobId', i, 'Job ID');
 	const owner = requiredString(ctx, 'owner', i, 'Lease Owner');
 	const options = ctx.getNodeParameter('startOptions', i, {}) as IDataObject;
@@ -40,3 +41,5 @@ export async function startJob(ctx: IExecuteFunctions, i: number): Promise<StepR
 		},
 	};
 }
+
+export const startJob: DurableOperation = { gate: false, start: async () => startJobItem };

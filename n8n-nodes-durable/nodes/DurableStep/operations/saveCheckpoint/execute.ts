@@ -1,21 +1,12 @@
 import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 import { NodeOperationError } from 'n8n-workflow';
-import { fencingToken, jsonObject, parseJson, requiredString } from '../params';
-import { jobPath, ledgerCall } from '../transport';
-import { PROCEED, type StepResult } from '../types';
+import { fencingToken, jsonObject, parseJson, requiredString } from '../../params';
+import { jobPath, ledgerCall } from '../../transport';
+import { PROCEED, type DurableOperation, type StepResult } from '../../types';
 
-export async function saveCheckpoint(
-	ctx: IExecuteFunctions,
-	i: number,
-	item: INodeExecutionData,
-): Promise<StepResult> {
-	const jobId = requiredString(ctx, 'jobId', i, 'Job ID');
-	const token = fencingToken(ctx, i);
-	const phase = requiredString(ctx, 'phase', i, 'Phase');
+function artifactList(ctx: IExecuteFunctions, i: number): IDataObject[] {
 	const artifactsParam = ctx.getNodeParameter('artifacts', i, {}) as { artifact?: IDataObject[] };
-	const options = ctx.getNodeParameter('checkpointOptions', i, {}) as IDataObject;
-
-	const artifacts = (artifactsParam.artifact ?? []).map((a, n) => {
+	return (artifactsParam.artifact ?? []).map((a, n) => {
 		if (!a.role || !a.uri) {
 			throw new NodeOperationError(ctx.getNode(), `Artifact ${n + 1} needs a role and a URI`, {
 				itemIndex: i,
@@ -24,10 +15,22 @@ export async function saveCheckpoint(
 		}
 		return { role: a.role, uri: a.uri, sha256: a.sha256 || null };
 	});
+}
+
+/** `POST /v1/jobs/{id}/checkpoints`; the item passes through with `durable` set. */
+export async function saveCheckpointItem(
+	ctx: IExecuteFunctions,
+	i: number,
+	item: INodeExecutionData,
+): Promise<StepResult> {
+	const jobId = requiredString(ctx, 'jobId', i, 'Job ID');
+	const token = fencingToken(ctx, i);
+	const phase = requiredString(ctx, 'phase', i, 'Phase');
+	const options = ctx.getNodeParameter('checkpointOptions', i, {}) as IDataObject;
 	const body: IDataObject = {
 		fencing_token: token,
 		phase,
-		artifacts,
+		artifacts: artifactList(ctx, i),
 		remote: jsonObject(parseJson(options.remote ?? {}, ctx, i, 'Remote IDs (JSON)', {}), ctx, i, 'Remote IDs (JSON)'),
 		next_allowed_actions: String(options.nextAllowedActions ?? '')
 			.split(',')
@@ -44,3 +47,5 @@ export async function saveCheckpoint(
 	const keep = Number(ctx.getNode().typeVersion ?? 1) >= 1.1 && step && typeof step === 'object' && !Array.isArray(step);
 	return { output: PROCEED, json: { ...item.json, durable: keep ? { ...(step as IDataObject), ...checkpoint } : checkpoint } };
 }
+
+export const saveCheckpoint: DurableOperation = { gate: false, start: async () => saveCheckpointItem };

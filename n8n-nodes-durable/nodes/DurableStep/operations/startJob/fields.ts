@@ -1,0 +1,85 @@
+import type { INodeProperties } from 'n8n-workflow';
+import { show } from '../../sharedFields';
+
+export const startJobFields: INodeProperties[] = [
+	{
+		displayName: 'Job ID',
+		name: 'jobId',
+		type: 'string',
+		required: true,
+		default: '',
+		placeholder: 'article-42',
+		description: 'Stable ID of the business task (for example one article); the same on every retry',
+		displayOptions: show('startJob'),
+	},
+	{
+		displayName: 'Task Version',
+		name: 'taskVersion',
+		type: 'number',
+		default: 1,
+		typeOptions: { minValue: 1, numberPrecision: 0 },
+		description: 'Version of the goal; used only when the job is created',
+		displayOptions: show('startJob'),
+	},
+	{
+		displayName: 'Pipeline',
+		name: 'pipeline',
+		type: 'options',
+		options: [
+			{ name: 'Generic', value: 'generic' },
+			{ name: 'Article', value: 'article' },
+		],
+		default: 'generic',
+		description: 'Phase order used to check checkpoints; used only when the job is created',
+		displayOptions: show('startJob'),
+	},
+	{
+		displayName: 'Lease Owner',
+		name: 'owner',
+		type: 'string',
+		default: '={{ "n8n-exec-" + $execution.id }}',
+		description: 'Who holds the lease. Defaults to this n8n execution.',
+		displayOptions: show('startJob'),
+	},
+	{
+		displayName: 'Options',
+		name: 'startOptions',
+		type: 'collection',
+		placeholder: 'Add Option',
+		default: {},
+		displayOptions: show('startJob'),
+		options: [
+			{
+				displayName: 'Lease TTL (Seconds)',
+				name: 'ttlS',
+				type: 'number',
+				default: 300,
+				typeOptions: { minValue: 1 },
+				description: 'How long the lease lives without renewal',
+			},
+			{
+				displayName: 'Take Over',
+				name: 'takeover',
+				type: 'boolean',
+				default: false,
+				description:
+					'Whether to take the lease from another live owner (for example a crashed execution). The old owner gets a stale fencing token and can no longer write.',
+			},
+			{
+				displayName: 'Budgets (JSON)',
+				name: 'budgets',
+				type: 'json',
+				default: '{}',
+				description:
+					'For example {"max_attempts": 3, "deadline_s": 3600}; used only when the job is created',
+			},
+			{
+				displayName: 'Session ID',
+				name: 'sessionId',
+				type: 'string',
+				default: '',
+				description: 'Optional OpenAI Agents API session bound to this job',
+			},
+		],
+	},
+];

@@ -1,0 +1,41 @@
+import type { INodeProperties } from 'n8n-workflow';
+import { DEFAULT_ITEM_FENCING_TOKEN, show } from '../../sharedFields';
+
+export const waitForApprovalFields: INodeProperties[] = [
+	{
+		displayName:
+			'Put a Wait node after this one (Resume: On Webhook Call, HTTP Method: POST) and connect it back to the Begin Step that answered approval_required. When an approver approves or denies, the ledger calls this execution\'s resume URL once; Begin Step then publishes, or stops with approval_denied.',
+		name: 'waitNotice',
+		type: 'notice',
+		default: '',
+		displayOptions: show('waitForApproval'),
+	},
+	{
+		displayName: 'Operation Key',
+		name: 'operationKey',
+		type: 'string',
+		required: true,
+		default: '={{ $json.durable.operation_key }}',
+		description: 'The step waiting for approval. Defaults to the item from the Needs Attention output of Begin Step.',
+		displayOptions: show('waitForApproval'),
+	},
+	{
+		displayName: 'Fencing Token',
+		name: 'fencingToken',
+		type: 'number',
+		required: true,
+		default: DEFAULT_ITEM_FENCING_TOKEN,
+		description: 'The lease token the step was begun with. Defaults to the item from Begin Step.',
+		displayOptions: show('waitForApproval'),
+	},
+	{
+		displayName: 'Resume URL',
+		name: 'resumeUrl',
+		type: 'string',
+		required: true,
+		default: '={{ $execution.resumeUrl }}',
+		description:
+			'The URL that resumes this execution from its Wait node (it carries a secret token; the ledger never shows it whole)',
+		displayOptions: show('waitForApproval'),
+	},
+];

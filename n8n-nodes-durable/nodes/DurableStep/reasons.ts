@@ -1,0 +1,82 @@
+/**
+ * The one list of reason codes on Needs Attention / Look Up items and what they mean to the
+ * user (`durable.explanation`).
+ *
+ * The ledger words its own decisions: it sends `reason` and `message` with every halt and
+ * reconcile answer, and `error.code` and `error.message` with every refusal. Those messages are
+ * what users read (`explain`). This list is used when the ledger sent no message (an older
+ * ledger, an answer without one), and for what the node decides itself (`explainOwn`).
+ *
+ * The codes are the ledger's (ledger-service/durable_ledger/core/states.py `MESSAGES`, and the
+ * gate's halts for a used-up budget or a halted job), plus the node's own; test/reasons.test.mjs
+ * checks that every code the ledger can send has an entry.
+ */
+
+const AWAITING_EDITOR =
+	'An earlier attempt of this step could not be reconciled automatically; it waits for an editor decision in the review queue. Nothing was repeated.';
+
+export const REASONS: Readonly<Record<string, string>> = {
+	// The gate's decisions (halt, reconcile, needs_review), under the ledger's codes.
+	in_flight:
+		'An earlier attempt of this step was sent and its outcome was never recorded; the ledger must reconcile it with the remote system before anything is retried. Nothing was repeated.',
+	outcome_unknown:
+		'The side effect was sent but its result is unknown (timeout, connection reset, 5xx). The next run reconciles it before anything is repeated (Look Up, or the review queue).',
+	failed_permanently: 'The side effect failed with an error that retrying cannot fix; the step will not be tried again.',
+	retry_budget_exhausted: 'The step failed and its retry budget is used up.',
+	awaiting_editor: AWAITING_EDITOR,
+	abandoned: 'An editor decided this step must not be done.',
+	approval_required: 'The step needs an approval of this exact payload by an approver before it may run.',
+	approval_denied:
+		'An approver denied this exact payload; nothing was done. Change the content (and bump the job task version) or ask the approver again.',
+	cancelled: 'The job was cancelled; no further side effects are allowed.',
+	halted: 'The job is halted; no further side effects are allowed until it is resumed.',
+	authorization_revoked:
+		'The remote system refused the credentials (401/403); the job is halted until they are fixed. Nothing will be retried automatically.',
+	policy_changed:
+		"The job's policy (tools, scopes) changed since it was approved; it is halted until it is approved again.",
+	budget_exhausted: "The job's budget is used up.",
+	backoff:
+		'The previous attempt failed only moments ago; the ledger holds the next attempt back for a while. Run the workflow again later.',
+	reconcile_in_progress:
+		'Another run is reconciling this step with the remote system right now; nothing was repeated. Run the workflow again shortly.',
+	reconcile_failed:
+		'The ledger could not ask the remote system about the earlier attempt (network or server error); the step stays as it was and nothing was repeated. Run the workflow again later.',
+
+	// Refusals the node routes to Needs Attention instead of failing, under the ledger's error codes.
+	digest_mismatch:
+		'This step was already begun with a different payload. Either the content really changed (bump the job task version) or the payload expression is not deterministic (timestamps, random IDs): make it stable.',
+	stale_fencing_token:
+		"Another execution took over this job's lease after this one started. This execution must stop; the newer one continues.",
+
+	// The node's own codes.
+	needs_review: AWAITING_EDITOR,
+	lookup_required:
+		'An earlier attempt of this step was sent but its outcome was never recorded, and the ledger has no reconciler for this action. Look the object up by durable.operation_key (the key you stamped on it), then report found / absent / undecidable with Durable Step: Report Lookup. Nothing was repeated.',
+	lookup_not_applied:
+		'Report Lookup was for an attempt that is no longer the one in flight (another run moved this step on), so the ledger changed nothing. Run the workflow again: Begin Step asks for a lookup of the current attempt.',
+	failed:
+		'The side effect failed and the ledger recorded that nothing was written; the next run of this workflow tries it again (the gate counts the attempts).',
+};
+
+function ledgerWords(message: unknown): string {
+	return typeof message === 'string' && message ? message : '';
+}
+
+function listed(reason: string): string {
+	return REASONS[reason] ?? `The ledger stopped this step (${reason}).`;
+}
+
+/** A ledger decision or refusal passed on as it is: the ledger's message, the list without one. */
+export function explain(reason: string, ledgerMessage?: unknown): string {
+	return ledgerWords(ledgerMessage) || listed(reason);
+}
+
+/**
+ * What the node decided itself: the Look Up route, a lookup the ledger did not apply, a refusal
+ * routed to Needs Attention instead of failing the node, Record Outcome's verdict. The ledger's
+ * words describe its request, not the workflow, so they follow the list's n8n instructions.
+ */
+export function explainOwn(reason: string, ledgerMessage?: unknown): string {
+	const fromLedger = ledgerWords(ledgerMessage);
+	return fromLedger ? `${listed(reason)} (ledger: ${fromLedger})` : listed(reason);
+}
