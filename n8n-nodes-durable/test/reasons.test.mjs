@@ -53,6 +53,8 @@ describe('the shared list of reasons', () => {
 		for (const none of [undefined, null, '', 42, {}]) {
 			assert.equal(explain('retry_budget_exhausted', none), REASONS.retry_budget_exhausted);
 		}
+		// The ledger echoes a code it has no words for (MESSAGES.get(reason, reason)).
+		assert.equal(explain('halted', 'halted'), REASONS.halted);
 		assert.equal(explain('something_new'), 'The ledger stopped this step (something_new).');
 	});
 

@@ -66,9 +66,14 @@ function listed(reason: string): string {
 	return REASONS[reason] ?? `The ledger stopped this step (${reason}).`;
 }
 
-/** A ledger decision or refusal passed on as it is: the ledger's message, the list without one. */
+/**
+ * A ledger decision or refusal passed on as it is: the ledger's message, the list without one.
+ * A message that only repeats the code is none: the ledger answers a reason it has no words for
+ * (a halt reason outside its MESSAGES) with the code itself.
+ */
 export function explain(reason: string, ledgerMessage?: unknown): string {
-	return ledgerWords(ledgerMessage) || listed(reason);
+	const fromLedger = ledgerWords(ledgerMessage);
+	return fromLedger && fromLedger !== reason ? fromLedger : listed(reason);
 }
 
 /**
