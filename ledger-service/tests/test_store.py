@@ -10,6 +10,7 @@ import pytest
 
 from durable_ledger import store
 from durable_ledger.core import jobs, leases
+from durable_ledger.core.digest import default_operation_key
 from durable_ledger.core.gate.decide import Refused
 from durable_ledger.errors import InvalidTransition, StaleFencingToken
 from durable_ledger.store.models import Operation, OperationEvent
@@ -133,12 +134,42 @@ def test_transition_names_the_state_it_leaves(job):
 def test_load_gate_by_key_and_by_default_key(job):
     j, token = job
     store.claim_new(new_op(j, token, key="acme:store-job:v1:send"), allow, False, {})
-    loaded, lease, op, key = store.load_gate("acme", "store-job", None, lambda v: f"acme:store-job:v{v}:send")
-    assert (loaded.id, lease.fencing_token, op.state, key) == (j.id, token, "SENT", "acme:store-job:v1:send")
-    _, _, none, key = store.load_gate("acme", "store-job", "other", None)
+    default = default_operation_key("acme", "store-job", 1, "send")
+    store.claim_new(new_op(j, token, key=default), allow, False, {})
+    loaded, lease, op, key, claimed = store.load_gate("acme", "store-job", None, "send",
+                                                      lambda v: default_operation_key("acme", "store-job", v, "send"))
+    assert (loaded.id, lease.fencing_token, op.state, key, claimed) == (j.id, token, "SENT", default, None)
+    _, _, none, key, _ = store.load_gate("acme", "store-job", "other", "send", None)
     assert (none, key) == (None, "other")
-    assert store.load_gate("acme", "nope", "k", None) == (None, None, None, None)
-    assert store.load_gate("other-tenant", "store-job", "k", None)[0] is None
+    assert store.load_gate("acme", "nope", "k", "send", None) == (None, None, None, None, None)
+    assert store.load_gate("other-tenant", "store-job", "k", "send", None)[0] is None
+
+
+def test_load_gate_claims_in_the_same_statement_on_postgres(job, backend):
+    """PostgreSQL claims a free key while it loads; a taken key, a stale token, a dispatch budget
+    or a stopped job leave it to the gate. SQLite only loads."""
+    j, token = job
+    claim = store.ClaimTemplate("send", "d" * 64, token, None, "runner", None, {"attempt": 1}, 3, time.time())
+    *_, claimed = store.load_gate("acme", "store-job", "free", "send", None, claim)
+    if backend.startswith("sqlite"):
+        assert claimed is None and Operation.select().count() == 0
+        return
+    assert (claimed.state, claimed.operation_key, claimed.max_attempts) == ("SENT", "free", 3)
+    assert events(claimed.id) == [(None, "SENT")]
+    *_, again = store.load_gate("acme", "store-job", "free", "send", None, claim)  # taken now
+    stale = store.ClaimTemplate("send", "d" * 64, token - 1, None, "runner", None, {}, 3, time.time())
+    *_, refused = store.load_gate("acme", "store-job", "other", "send", None, stale)
+    from durable_ledger.store.models import Job
+
+    Job.update(budgets={"max_tool_calls": 9}).where(Job.id == j.id).execute()
+    *_, budgeted = store.load_gate("acme", "store-job", "third", "send", None, claim)
+    Job.update(budgets={"max_attempts": 7}).where(Job.id == j.id).execute()
+    *_, seven = store.load_gate("acme", "store-job", "fourth", "send", None, claim)
+    Job.update(status="cancelled").where(Job.id == j.id).execute()
+    *_, cancelled = store.load_gate("acme", "store-job", "fifth", "send", None, claim)
+    assert (again, refused, budgeted, cancelled) == (None, None, None, None)
+    assert seven.max_attempts == 7
+    assert Operation.select().count() == 2
 
 
 def test_lease_of_with_and_without_lock(job):

@@ -20,9 +20,15 @@ ALWAYS_GATED = {"article": ("publish",)}
 
 
 def needs_approval(job, action, requested):
-    if requested:
-        return True
-    gated = ALWAYS_GATED.get(job.pipeline, ())
+    return bool(requested) or _gated(action, ALWAYS_GATED.get(job.pipeline, ()))
+
+
+def may_need_approval(action, requested):
+    """Whether some pipeline's job could need an approval for this step (before the job is read)."""
+    return bool(requested) or any(_gated(action, gated) for gated in ALWAYS_GATED.values())
+
+
+def _gated(action, gated):
     return any(action == a or action.endswith("." + a) or action.startswith(a + ":") for a in gated)
 
 

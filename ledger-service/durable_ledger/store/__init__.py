@@ -17,9 +17,9 @@ from . import postgres, sqlite
 from .db import db, is_sqlite, write_txn
 from .models import AuditLog, Job, Lease, Operation, OperationEvent
 from .wait_models import ApprovalDelivery
-from .rows import JOB_COLS, OP_COLS, JobGuard, LeaseView, NewOp, json_codec, job_model, op_model
+from .rows import ClaimTemplate, JobGuard, NewOp, json_codec
 
-__all__ = ["JobGuard", "NewOp", "write_txn", "load_gate", "claim_new", "claim_retry", "insert_prepared",
+__all__ = ["ClaimTemplate", "JobGuard", "NewOp", "write_txn", "load_gate", "claim_new", "claim_retry", "insert_prepared",
            "confirm", "transition", "lease_of", "operation_locked", "get_operation", "operation_events",
            "add_event", "count_dispatches", "ping", "counts"]
 
@@ -28,44 +28,15 @@ def _backend():
     return sqlite if is_sqlite() else postgres
 
 
-def _sql(text):
-    return text.replace("?", _backend().PARAM)
-
-
-# The operation is joined by an exact key so that the (tenant, operation_key) index is used;
-# a key computed in SQL from the job's columns made PostgreSQL scan the tenant's operations.
-_LOAD_WITH_KEY = (
-    "SELECT " + ", ".join(f"j.{c}" for c in JOB_COLS) + ", l.fencing_token, "
-    + ", ".join(f"o.{c}" for c in OP_COLS)
-    + " FROM job j LEFT JOIN lease l ON l.job_id = j.id"
-    " LEFT JOIN operation o ON o.tenant = j.tenant AND o.operation_key = ?"
-    " WHERE j.tenant = ? AND j.job_id = ?"
-)
-_LOAD_JOB = ("SELECT " + ", ".join(f"j.{c}" for c in JOB_COLS) + ", l.fencing_token"
-             " FROM job j LEFT JOIN lease l ON l.job_id = j.id WHERE j.tenant = ? AND j.job_id = ?")
-_LOAD_OP = "SELECT " + ", ".join(OP_COLS) + " FROM operation WHERE tenant = ? AND operation_key = ?"
-
-
-def load_gate(tenant, job_id, operation_key, default_key):
-    """(job, lease or None, operation or None, key); Nones if there is no such job.
-
-    One query when the caller names the key; two (job, then operation) for the default key,
-    ``default_key(task_version)``, which depends on the job's current task version.
-    """
-    n = len(JOB_COLS)
-    if operation_key:
-        row = db.execute_sql(_sql(_LOAD_WITH_KEY), (operation_key, tenant, job_id)).fetchone()
-        if row is None:
-            return None, None, None, None
-        key, op_values = operation_key, (row[n + 1:] if row[n + 1] is not None else None)
-    else:
-        row = db.execute_sql(_sql(_LOAD_JOB), (tenant, job_id)).fetchone()
-        if row is None:
-            return None, None, None, None
-        key = default_key(row[JOB_COLS.index("task_version")])
-        op_values = db.execute_sql(_sql(_LOAD_OP), (tenant, key)).fetchone()
-    lease = LeaseView(row[n]) if row[n] is not None else None
-    return job_model(row[:n]), lease, (op_model(op_values) if op_values is not None else None), key
+def load_gate(tenant, job_id, operation_key, action, default_key, claim=None):
+    """(job, lease or None, operation or None, key, claimed operation or None); all None if
+    there is no such job. ``default_key(task_version)`` names the operation when the caller did
+    not (PostgreSQL computes the same key in SQL: tests/test_store.py holds them equal). With ``claim`` (a `ClaimTemplate`) PostgreSQL also claims a new operation in the same
+    statement when nothing stands in the way (store/postgres.py `_BEGIN`); SQLite, in process,
+    only loads (the gate then claims with `claim_new`)."""
+    if is_sqlite():
+        return sqlite.load_gate(tenant, job_id, operation_key, default_key) + (None,)
+    return postgres.load_gate(tenant, job_id, operation_key, action, claim)
 
 
 def claim_new(new: NewOp, may_dispatch, counted, detail):

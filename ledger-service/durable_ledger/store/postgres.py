@@ -8,9 +8,11 @@ Lock order rule for every writer: never hold the lease row exclusively and then 
 job row, or the reverse (see core/lifecycle.py cancel_job and core/resume.py).
 """
 
+import weakref
+
 from .db import db, write_txn
 from .models import Lease, Operation
-from .rows import EVENT_COLS, INSERT_COLS, OP_COLS, JobGuard, json_codec, op_model
+from .rows import EVENT_COLS, INSERT_COLS, JOB_COLS, OP_COLS, JobGuard, LeaseView, json_codec, job_model, op_model
 
 PARAM = "%s"
 # NO KEY UPDATE, not UPDATE: inserts that reference the job (events, audit rows, a takeover's
@@ -38,17 +40,86 @@ _PREPARE = (
     " SELECT id, %s, NULL, 'PREPARED', %s, %s, %s, %s FROM ins)"
     " SELECT id FROM ins"
 )
-_CONFIRM = (
-    "WITH old AS (SELECT id, job_id, state FROM operation WHERE tenant = %s AND operation_key = %s FOR UPDATE),"
-    " upd AS (UPDATE operation o SET state = 'CONFIRMED', remote_id = %s, receipt = %s, last_error = NULL,"
-    " updated_at = %s FROM old JOIN job j ON j.id = old.job_id"
+
+
+# The hot begin: load the job, its lease and the operation, and claim a new operation when the
+# request can only mean "dispatch" (row 3 of core/gate/decide.py with nothing else in the way),
+# all in one statement and one commit. The claim's conditions are a strict subset of what the
+# decision table would check: no row for the key, the job active (locked FOR SHARE, as in
+# `_CLAIM`), the token current (the lease locked FOR SHARE), no dispatch budget set, and the
+# caller allowed it ($5: no approval can be needed). Anything else inserts nothing and the core
+# decides on the rows this statement returned: no second read.
+_BEGIN = (
+    "WITH j AS (SELECT " + ", ".join(f"job.{c}" for c in JOB_COLS) + ","
+    " COALESCE($3::text, job.tenant || ':' || job.job_id || ':v' || job.task_version || ':' || $4::text) AS k"
+    " FROM job WHERE job.tenant = $1::text AND job.job_id = $2::text),"
+    " l AS (SELECT lease.fencing_token FROM lease WHERE lease.job_id = (SELECT id FROM j)),"
+    " o AS (SELECT " + ", ".join(f"operation.{c}" for c in OP_COLS) + " FROM operation"
+    " WHERE operation.tenant = $1::text AND operation.operation_key = (SELECT k FROM j)),"
+    " live AS (SELECT job.id FROM job WHERE job.id = (SELECT id FROM j)"
+    " AND job.status NOT IN ('cancelled', 'halted') FOR SHARE),"
+    " fence AS (SELECT lease.id FROM lease WHERE lease.job_id = (SELECT id FROM j)"
+    " AND lease.fencing_token = $7::int FOR SHARE),"
+    " ins AS (INSERT INTO operation (" + ", ".join(INSERT_COLS) + ")"
+    " SELECT $1::text, j.k, j.id, j.task_version, $4::text, $6::text, 'SENT', 1,"
+    " COALESCE(NULLIF(trunc((j.budgets::jsonb ->> 'max_attempts')::numeric)::int, 0), $11::int),"
+    " $7::int, $8::text, false, $9::text, 0, $10::float8, $10::float8 FROM j, live, fence"
+    " WHERE $5::bool AND NOT EXISTS (SELECT 1 FROM o)"
+    " AND (j.budgets IS NULL OR NOT (j.budgets::jsonb ?| ARRAY['deadline_s', 'max_cost', 'max_tool_calls']))"
+    " AND coalesce(jsonb_typeof(j.budgets::jsonb -> 'max_attempts'), 'number') = 'number'"
+    " ON CONFLICT (tenant, operation_key) DO NOTHING RETURNING id, max_attempts),"
+    " ev AS (INSERT INTO operation_event (" + EVENT_COLS + ")"
+    " SELECT ins.id, (SELECT id FROM j), NULL, 'SENT', $12::text, $7::int, $13::text, $10::float8 FROM ins)"
+    " SELECT " + ", ".join(f"j.{c}" for c in JOB_COLS) + ", j.k, (SELECT fencing_token FROM l),"
+    " (SELECT id FROM ins), (SELECT max_attempts FROM ins), " + ", ".join(f"o.{c}" for c in OP_COLS)
+    + " FROM j LEFT JOIN o ON true"
+)
+_CONFIRM_PREPARED = (
+    "WITH old AS (SELECT id, job_id, state FROM operation WHERE tenant = $1::text AND operation_key = $2::text"
+    " FOR UPDATE),"
+    " upd AS (UPDATE operation o SET state = 'CONFIRMED', remote_id = $3::text, receipt = $4::text,"
+    " last_error = NULL, updated_at = $5::float8 FROM old JOIN job j ON j.id = old.job_id"
     " WHERE o.id = old.id AND old.state IN ('SENT', 'UNKNOWN', 'NEEDS_REVIEW')"
-    " AND EXISTS (SELECT 1 FROM lease l WHERE l.job_id = old.job_id AND l.fencing_token = %s FOR SHARE)"
+    " AND EXISTS (SELECT 1 FROM lease l WHERE l.job_id = old.job_id AND l.fencing_token = $6::int FOR SHARE)"
     " RETURNING " + ", ".join(f"o.{c}" for c in OP_COLS) + ", old.state AS state_before, j.job_id AS job_key),"
     " ev AS (INSERT INTO operation_event (" + EVENT_COLS + ")"
-    " SELECT id, job_id, state_before, 'CONFIRMED', %s, %s, %s, %s FROM upd)"
+    " SELECT id, job_id, state_before, 'CONFIRMED', $7::text, $6::int, $8::text, $5::float8 FROM upd)"
     " SELECT * FROM upd"
 )
+# Server-side prepared: planning these CTEs costs about as much as running them. Prepared once
+# per pooled connection (a connection that is replaced starts without them).
+_PREPARED = {"durable_begin": (_BEGIN, 13), "durable_confirm": (_CONFIRM_PREPARED, 8)}
+_prepared_on = weakref.WeakSet()
+
+
+def _execute(name, params):
+    conn = db.connection()
+    if conn not in _prepared_on:
+        cur = conn.cursor()
+        for statement, (sql, _n) in _PREPARED.items():
+            cur.execute(f"PREPARE {statement} AS {sql}")
+        _prepared_on.add(conn)
+    return db.execute_sql(f"EXECUTE {name}(" + ", ".join(["%s"] * _PREPARED[name][1]) + ")", params)
+
+
+def load_gate(tenant, job_id, operation_key, action, claim):
+    """(job, lease, operation, key, claimed operation or None) in one round trip; see `_BEGIN`.
+    ``claim`` (a `rows.ClaimTemplate`) or None: load only."""
+    c = claim
+    params = (tenant, job_id, operation_key, action, c is not None, c.digest if c else None,
+              c.token if c else None, c.target if c else None, json_codec.db_value(c.summary) if c else None,
+              c.now if c else 0.0, c.default_max_attempts if c else 1, c.actor if c else None,
+              json_codec.db_value(c.detail) if c else None)
+    row = _execute("durable_begin", params).fetchone()
+    if row is None:
+        return None, None, None, None, None
+    n = len(JOB_COLS)
+    job, key, token, claimed_id, max_attempts = job_model(row[:n]), row[n], row[n + 1], row[n + 2], row[n + 3]
+    lease = LeaseView(token) if token is not None else None
+    op_values = row[n + 4:]
+    op = op_model(op_values) if op_values[0] is not None else None
+    claimed = c.new_op(key, job, max_attempts).model(claimed_id, "SENT") if claimed_id is not None else None
+    return job, lease, op, key, claimed
 
 
 def guard(job_pk, exclusive):
@@ -96,8 +167,7 @@ def insert_prepared(new, detail):
 
 def confirm(tenant, key, token, remote_id, receipt_text, detail, actor, now):
     """SENT/UNKNOWN/NEEDS_REVIEW -> CONFIRMED if the token is current: the row, or None."""
-    row = db.execute_sql(_CONFIRM, (tenant, key, remote_id, receipt_text, now, token,
-                                    actor, token, detail, now)).fetchone()
+    row = _execute("durable_confirm", (tenant, key, remote_id, receipt_text, now, token, actor, detail)).fetchone()
     if row is None:
         return None
     op = op_model(row[:len(OP_COLS)])

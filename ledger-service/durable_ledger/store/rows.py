@@ -61,6 +61,26 @@ class NewOp:
 
 
 @dataclass(frozen=True)
+class ClaimTemplate:
+    """A claim of a new operation before the job row is read (its key, job and version come
+    from that row): what the one-statement begin inserts when nothing stands in the way."""
+
+    action: str
+    digest: str
+    token: int | None
+    target: str | None
+    actor: str
+    summary: dict | None
+    detail: dict | None
+    default_max_attempts: int
+    now: float
+
+    def new_op(self, key, job, max_attempts):
+        return NewOp(job.tenant, key, job.id, job.task_version, self.action, self.digest, self.token, self.target,
+                     False, max_attempts, self.actor, self.summary, self.now)
+
+
+@dataclass(frozen=True)
 class JobGuard:
     """The job row as a claim reads it under the row's lock, inside its own transaction."""
 

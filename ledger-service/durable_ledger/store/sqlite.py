@@ -7,7 +7,7 @@ another writer's, so a plain SELECT before the INSERT is as good as a lock.
 
 from .db import db, write_txn
 from .models import Lease, Operation
-from .rows import EVENT_COLS, INSERT_COLS, OP_COLS, JobGuard, json_codec, op_model
+from .rows import EVENT_COLS, INSERT_COLS, JOB_COLS, OP_COLS, JobGuard, LeaseView, json_codec, job_model, op_model
 
 PARAM = "?"
 _GUARD = "SELECT status, halt_reason, budgets, cost, created_at FROM job WHERE id = ?"
@@ -21,6 +21,38 @@ _CONFIRM = ("UPDATE operation SET state = 'CONFIRMED', remote_id = ?, receipt = 
             " WHERE id = ?")
 _CONFIRMED = ("SELECT " + ", ".join(f"o.{c}" for c in OP_COLS) + ", j.job_id FROM operation o"
               " JOIN job j ON j.id = o.job_id WHERE o.id = ?")
+
+
+# The operation is joined by an exact key so that the (tenant, operation_key) index is used.
+_LOAD_WITH_KEY = (
+    "SELECT " + ", ".join(f"j.{c}" for c in JOB_COLS) + ", l.fencing_token, "
+    + ", ".join(f"o.{c}" for c in OP_COLS)
+    + " FROM job j LEFT JOIN lease l ON l.job_id = j.id"
+    " LEFT JOIN operation o ON o.tenant = j.tenant AND o.operation_key = ?"
+    " WHERE j.tenant = ? AND j.job_id = ?"
+)
+_LOAD_JOB = ("SELECT " + ", ".join(f"j.{c}" for c in JOB_COLS) + ", l.fencing_token"
+             " FROM job j LEFT JOIN lease l ON l.job_id = j.id WHERE j.tenant = ? AND j.job_id = ?")
+_LOAD_OP = "SELECT " + ", ".join(OP_COLS) + " FROM operation WHERE tenant = ? AND operation_key = ?"
+
+
+def load_gate(tenant, job_id, operation_key, default_key):
+    """(job, lease, operation, key): one query when the caller names the key; two (job, then
+    operation) for the default key, which depends on the job's current task version."""
+    n = len(JOB_COLS)
+    if operation_key:
+        row = db.execute_sql(_LOAD_WITH_KEY, (operation_key, tenant, job_id)).fetchone()
+        if row is None:
+            return None, None, None, None
+        key, op_values = operation_key, (row[n + 1:] if row[n + 1] is not None else None)
+    else:
+        row = db.execute_sql(_LOAD_JOB, (tenant, job_id)).fetchone()
+        if row is None:
+            return None, None, None, None
+        key = default_key(row[JOB_COLS.index("task_version")])
+        op_values = db.execute_sql(_LOAD_OP, (tenant, key)).fetchone()
+    lease = LeaseView(row[n]) if row[n] is not None else None
+    return job_model(row[:n]), lease, (op_model(op_values) if op_values is not None else None), key
 
 
 def guard(job_pk, exclusive):

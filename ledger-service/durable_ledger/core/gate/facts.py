@@ -13,7 +13,10 @@ from ...fencing import check_fence
 from .. import approvals
 from .. import states as S
 from ..digest import default_operation_key
+from ..n8n_context import stamp
 from .decide import Facts, OpFacts, exhausted_budget
+from .request import MISSING
+from .summary import summary
 
 
 @dataclass
@@ -24,6 +27,7 @@ class Loaded:
     approval: Any  # the live approval a dispatch would spend, or None
     denial: Any  # the standing denial of this digest, or None
     facts: Facts
+    claimed: Any = None  # the operation the store claimed while loading (PostgreSQL's one-statement begin)
 
 
 def op_facts(op):
@@ -44,9 +48,9 @@ def check_digest(op, digest):
 
 def load(principal, req, now):
     tenant = principal.tenant
-    job, lease, op, key = store.load_gate(tenant, req.job_id, req.operation_key,
-                                          lambda version: default_operation_key(tenant, req.job_id, version,
-                                                                                req.action))
+    job, lease, op, key, claimed = store.load_gate(
+        tenant, req.job_id, req.operation_key, req.action,
+        lambda version: default_operation_key(tenant, req.job_id, version, req.action), _claim(principal, req, now))
     if job is None:
         raise JobNotFound(f"no job '{req.job_id}' in tenant '{tenant}'", {"job_id": req.job_id})
     check_fence(lease, req.fencing_token)
@@ -63,4 +67,14 @@ def load(principal, req, now):
     denial = approvals.active_denial(op, req.digest) if needed and op is not None and approval is None else None
     facts = Facts(job.status, job.halt_reason, budget, op_facts(op), needed, approval is not None,
                   denial is not None, now, req.config.backoff_base_s, req.reconcile)
-    return Loaded(job, op, key, approval, denial, facts)
+    return Loaded(job, op, key, approval, denial, facts, claimed)
+
+
+def _claim(principal, req, now):
+    """The claim the store may make while it loads (a new operation with nothing in its way), or
+    None when an approval could be needed: that is for the decision table to weigh."""
+    if approvals.may_need_approval(req.action, req.requires_approval):
+        return None
+    return store.ClaimTemplate(req.action, req.digest, req.fencing_token, req.target, principal.actor,
+                               summary(req.payload) if req.payload is not MISSING else None, stamp({"attempt": 1}),
+                               req.config.default_max_attempts, now)

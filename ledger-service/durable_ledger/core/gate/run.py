@@ -57,6 +57,8 @@ def begin(principal, job_id, action, fencing_token, **fields):
 def decide_round(principal, req):
     now = time.time()
     loaded = load(principal, req, now)
+    if loaded.claimed is not None:  # row 3, decided and claimed by the store in the load itself
+        return Answer(S.DISPATCH, loaded.claimed, req.job_id)
     decision, extras = D.decide(loaded.facts), {}
     if decision.act == D.RECONCILE:
         outcome, verdict, loaded.op = reconciliation.reconcile_operation(
@@ -118,7 +120,7 @@ def _claim(principal, req, loaded, d, extras, now):
 
 def _new_op(principal, req, loaded, now, requires_approval=True):
     job = loaded.job
-    max_attempts = int((job.budgets or {}).get("max_attempts") or req.config.default_max_attempts)
+    max_attempts = int((job.budgets or {}).get("max_attempts") or 0) or req.config.default_max_attempts
     return NewOp(principal.tenant, loaded.key, job.id, job.task_version, req.action, req.digest, req.fencing_token,
                  req.target, requires_approval, max_attempts, principal.actor,
                  summary(req.payload) if req.payload is not MISSING else None, now)
