@@ -22,13 +22,13 @@ from peewee import IntegrityError
 from ..core import states as S
 from ..core.budgets import tool_calls_used
 from ..core.digest import request_digest
-from ..core.leases import check_fence
-from ..store.db import write_txn
 from ..errors import DigestMismatch
+from ..fencing import check_fence
+from ..store.agent_models import FollowUp
+from ..store.db import write_txn
 from ..store.models import Checkpoint, Lease, Operation
 from .client import sessions
 from .errors import AgentsApiError, FollowUpRefused
-from ..store.agent_models import FollowUp
 from .sync import OPEN_TURN_STATUSES, retrieve_session
 
 

@@ -19,8 +19,8 @@ from peewee import IntegrityError
 
 from ..core.digest import request_digest
 from ..core.jobs import create_or_get_job, get_job, get_job_and_lease
-from ..core.leases import check_fence
 from ..errors import ValidationFailed
+from ..fencing import check_fence
 from ..store.agent_models import SessionBinding
 from ..store.db import write_txn
 from ..store.models import AuditLog, Job

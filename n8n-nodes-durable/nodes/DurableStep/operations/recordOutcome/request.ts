@@ -30,8 +30,8 @@ function failureRequest(failure: SideEffectFailure, token: number): OutcomeReque
 		const body = { fencing_token: token, retryable: true, error: { message: failure.message, kind: 'connection_refused' } };
 		return { verb: 'fail', body, failure };
 	}
-	// The ledger classifies (DESIGN.md): 400/422 fail retryable, 401/403 fail + halt job,
-	// timeout / reset / 5xx / 409 unknown.
+	// The ledger classifies (docs/api.md#operations-the-gate): 400/422 fail retryable,
+	// 401/403 fail + halt job, timeout / reset / 5xx / 409 unknown.
 	const body = {
 		fencing_token: token,
 		http_status: failure.httpStatus,
