@@ -21,7 +21,7 @@ from .core.sweeper import sweep
 from .errors import LedgerError
 from .proxy import create_proxy_app
 from .reconcile.setup import configure as configure_reconcilers
-from .store.db import db, init_database
+from .store.db import close_all, db, init_database
 from .store.migrations import create_schema
 from .store.migrations import status as schema_status
 
@@ -140,6 +140,7 @@ def _gunicorn(app_factory, host, port, workers, threads, timeout):
 def cmd_serve(args, cfg):
     _bind(cfg)
     create_schema()  # once, in the master: workers never do schema work per request
+    close_all()  # ... and no connection of the master's survives into the forked workers
     sweeper = deliverer = None
     if args.resume_interval and args.resume_interval.strip().lower() not in ("0", "0s", "off", "no"):
         # Resumes n8n executions parked for an approval; a process of its own, like the sweeper.

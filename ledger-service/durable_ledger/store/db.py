@@ -8,9 +8,12 @@ under concurrency. Taking the write lock up front makes them queue instead.
 """
 
 import threading
+import time
+import weakref
 
 from peewee import DatabaseProxy, SqliteDatabase
-from playhouse.db_url import connect
+from playhouse.db_url import connect, parse
+from playhouse.pool import PooledPostgresqlDatabase
 
 db = DatabaseProxy()
 _bound_url = None
@@ -35,16 +38,40 @@ def init_database(url):
                 timeout=10,
                 check_same_thread=False,
             )
-        else:
+        elif url.startswith(("postgresql://", "postgres://")):
             # Under gunicorn each worker keeps a small pool; connections are per thread.
-            if url.startswith("postgresql://") or url.startswith("postgres://"):
-                url = "postgresql+pool://" + url.split("://", 1)[1]
-            database = connect(url, max_connections=32, stale_timeout=300)
+            params = parse(url)
+            database = _Pool(params.pop("database"), max_connections=32, stale_timeout=300, **params)
+        else:
+            database = connect(url)
         if db.obj is not None and not db.obj.is_closed():
             db.obj.close()
         db.initialize(database)
         _bound_url = url
         return database
+
+
+# A pooled PostgreSQL connection checked in less than this long ago is handed out without the
+# pool's liveness probe (a `SELECT 1` round trip on every check-out, i.e. on every request). The
+# window this opens: PostgreSQL restarted in the last seconds, and the next request on such a
+# connection fails once (the driver marks it closed, and the pool discards it) instead of being
+# served on a fresh one. Clients retry a failed request; a gate call is idempotent by its key.
+_PROBE_AFTER_S = 2.0
+_checked_in = weakref.WeakKeyDictionary()
+
+
+class _Pool(PooledPostgresqlDatabase):
+    def _is_closed(self, conn):
+        if conn.closed:
+            return True
+        recent = time.monotonic() - _checked_in.get(conn, float("-inf")) < _PROBE_AFTER_S
+        if recent and conn.info.transaction_status == 0:  # idle, nothing pending
+            return False
+        return super()._is_closed(conn)
+
+    def _close(self, conn, close_conn=False):
+        _checked_in[conn] = time.monotonic()
+        super()._close(conn, close_conn)
 
 
 def bind_request_lifecycle(app):
@@ -59,6 +86,16 @@ def bind_request_lifecycle(app):
     def _close(_exc):
         if not is_sqlite() and not db.is_closed():
             db.close()
+
+
+def close_all():
+    """Close every connection this process holds, pooled ones included: before gunicorn forks
+    its workers. A pooled connection left in the master would be inherited by every worker, and
+    two processes writing to one PostgreSQL session interleave their statements."""
+    if isinstance(db.obj, PooledPostgresqlDatabase):
+        db.obj.close_all()
+    elif db.obj is not None and not db.obj.is_closed():
+        db.obj.close()
 
 
 def is_sqlite():
