@@ -70,6 +70,17 @@ def confirm(principal, key, fencing_token, remote_id, receipt=None, cost=None):
     return op
 
 
+def confirm_many(principal, items):
+    """Confirm ``items`` [(key, fencing_token, remote_id, receipt)] at once where the store can:
+    {index: operation} for those confirmed; the rest are for `confirm`, one by one."""
+    rows, seen = [], set()
+    for i, (key, token, remote_id, receipt) in enumerate(items):
+        if remote_id not in (None, "") and key not in seen:  # a repeated key: after the first, one by one
+            rows.append((i, key, str(remote_id), receipt, token))
+        seen.add(key)
+    return store.confirm_many(principal.tenant, rows, principal.actor, stamp({"cost": None}))
+
+
 def fail(principal, key, fencing_token, retryable=True, error=None, halt_reason=None):
     op = get_operation(principal.tenant, key)
     if op.state == S.FAILED and op.fencing_token == fencing_token:

@@ -21,7 +21,7 @@ from .rows import ClaimTemplate, JobGuard, NewOp, json_codec
 
 __all__ = ["ClaimTemplate", "JobGuard", "NewOp", "write_txn", "load_gate", "claim_new", "claim_retry", "insert_prepared",
            "confirm", "transition", "lease_of", "operation_locked", "get_operation", "operation_events",
-           "add_event", "count_dispatches", "ping", "counts"]
+           "add_event", "count_dispatches", "ping", "counts", "begin_many", "confirm_many"]
 
 
 def _backend():
@@ -153,3 +153,19 @@ def counts(refusal_prefix):
     return {"operations": grouped(Operation, Operation.state), "jobs": grouped(Job, Job.status),
             "refusals": [(t, a[len(refusal_prefix):], n) for t, a, n in refusals],
             "deliveries": grouped(ApprovalDelivery, ApprovalDelivery.state)}
+
+
+def begin_many(tenant, claims, actor, now, detail, default_max_attempts):
+    """Claim many new operations at once where the backend can: {ord: operation} for those
+    claimed; the rest are for the single-item gate. SQLite, in process, claims none here."""
+    if is_sqlite() or not claims:
+        return {}
+    return postgres.begin_many(tenant, claims, actor, now, detail, default_max_attempts)
+
+
+def confirm_many(tenant, items, actor, detail):
+    """Confirm many operations at once where the backend can: {ord: operation} for those
+    confirmed; the rest are for the single-item path (`confirm`, `transition`)."""
+    if is_sqlite() or not items:
+        return {}
+    return postgres.confirm_many(tenant, items, actor, time.time(), detail)

@@ -182,3 +182,87 @@ def lease_locked(job_pk):
 
 def operation_locked(op_pk):
     return Operation.select().where(Operation.id == op_pk).for_update().get()
+
+
+# Multi-row forms for POST /v1/operations/batch: one statement claims every item that nothing
+# stands in the way of, one confirms every item it can. Items are passed as parallel arrays
+# (unnest), each keeps its own checks: its job active, its own token current (locked FOR SHARE),
+# its key free. An item a statement leaves alone goes through the single-item path, which
+# answers it exactly as POST /begin or /confirm would. Keys repeated within one batch are
+# claimed for their first item only (the caller leaves the others out, `claim` false).
+_BEGIN_MANY = (
+    "WITH v AS (SELECT * FROM unnest($2::int[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[],"
+    " $8::text[], $9::text[]) AS v(ord, job_id, key, action, digest, token, target, summary)),"
+    " j AS (SELECT v.*, job.id AS job_pk, job.task_version, job.budgets,"
+    " COALESCE(v.key, job.tenant || ':' || job.job_id || ':v' || job.task_version || ':' || v.action) AS k"
+    " FROM v JOIN job ON job.tenant = $1::text AND job.job_id = v.job_id),"
+    " live AS (SELECT job.id FROM job WHERE job.id IN (SELECT job_pk FROM j)"
+    " AND job.status NOT IN ('cancelled', 'halted') FOR SHARE),"
+    " fence AS (SELECT lease.job_id, lease.fencing_token FROM lease WHERE lease.job_id IN (SELECT job_pk FROM j)"
+    " FOR SHARE),"
+    " ins AS (INSERT INTO operation (" + ", ".join(INSERT_COLS) + ")"
+    " SELECT $1::text, j.k, j.job_pk, j.task_version, j.action, j.digest, 'SENT', 1,"
+    " COALESCE(NULLIF(trunc((j.budgets::jsonb ->> 'max_attempts')::numeric)::int, 0), $10::int),"
+    " j.token, j.target, false, j.summary, 0, $11::float8, $11::float8"
+    " FROM j JOIN live ON live.id = j.job_pk JOIN fence ON fence.job_id = j.job_pk AND fence.fencing_token = j.token"
+    " WHERE (j.budgets IS NULL OR NOT (j.budgets::jsonb ?| ARRAY['deadline_s', 'max_cost', 'max_tool_calls']))"
+    " AND coalesce(jsonb_typeof(j.budgets::jsonb -> 'max_attempts'), 'number') = 'number'"
+    " ON CONFLICT (tenant, operation_key) DO NOTHING RETURNING id, operation_key, job_id, task_version, max_attempts),"
+    " ev AS (INSERT INTO operation_event (" + EVENT_COLS + ")"
+    " SELECT ins.id, ins.job_id, NULL, 'SENT', $12::text, j.token, $13::text, $11::float8"
+    " FROM ins JOIN j ON j.k = ins.operation_key)"
+    " SELECT j.ord, ins.id, ins.operation_key, ins.job_id, ins.task_version, ins.max_attempts"
+    " FROM ins JOIN j ON j.k = ins.operation_key"
+)
+_CONFIRM_MANY = (
+    "WITH v AS (SELECT * FROM unnest($2::int[], $3::text[], $4::text[], $5::text[], $6::int[])"
+    " AS v(ord, key, remote_id, receipt, token)),"
+    " old AS (SELECT o.id, o.job_id, o.state, v.ord, v.remote_id, v.receipt, v.token FROM v"
+    " JOIN operation o ON o.tenant = $1::text AND o.operation_key = v.key ORDER BY o.id FOR UPDATE OF o),"
+    " upd AS (UPDATE operation o SET state = 'CONFIRMED', remote_id = old.remote_id, receipt = old.receipt,"
+    " last_error = NULL, updated_at = $7::float8 FROM old JOIN job j ON j.id = old.job_id"
+    " WHERE o.id = old.id AND old.state IN ('SENT', 'UNKNOWN', 'NEEDS_REVIEW')"
+    " AND EXISTS (SELECT 1 FROM lease l WHERE l.job_id = old.job_id AND l.fencing_token = old.token FOR SHARE)"
+    " RETURNING " + ", ".join(f"o.{c}" for c in OP_COLS) + ", old.state AS state_before, old.token AS token,"
+    " old.ord AS ord, j.job_id AS job_key),"
+    " ev AS (INSERT INTO operation_event (" + EVENT_COLS + ")"
+    " SELECT id, job_id, state_before, 'CONFIRMED', $8::text, token,"
+    " ($9::jsonb || jsonb_build_object('remote_id', remote_id))::text, $7::float8 FROM upd)"
+    " SELECT * FROM upd"
+)
+_PREPARED.update({"durable_begin_many": (_BEGIN_MANY, 13), "durable_confirm_many": (_CONFIRM_MANY, 9)})
+
+
+def begin_many(tenant, claims, actor, now, detail, default_max_attempts):
+    """Claim new operations for ``claims`` [(ord, job_id, key or None, action, digest, token, target,
+    summary)] in one statement: {ord: operation} for the items claimed."""
+    cols = list(zip(*claims))
+    params = (tenant, list(cols[0]), list(cols[1]), list(cols[2]), list(cols[3]), list(cols[4]), list(cols[5]),
+              list(cols[6]), [json_codec.db_value(s) for s in cols[7]], default_max_attempts, now, actor,
+              json_codec.db_value(detail))
+    by_ord = {c[0]: c for c in claims}
+    out = {}
+    for ord_, op_id, key, job_pk, version, max_attempts in _execute("durable_begin_many", params).fetchall():
+        _o, _job_id, _key, action, digest, token, target, summary = by_ord[ord_]
+        out[ord_] = Operation(id=op_id, tenant=tenant, operation_key=key, job=job_pk, task_version=version,
+                              action=action, request_hash=digest, state="SENT", attempt=1, max_attempts=max_attempts,
+                              retryable=None, fencing_token=token, target=target, requires_approval=False,
+                              remote_id=None, receipt=None, last_error=None, request_summary=summary,
+                              reconcile_attempts=0, reconciling_until=None, evidence=None, created_at=now,
+                              updated_at=now)
+    return out
+
+
+def confirm_many(tenant, items, actor, now, detail):
+    """Confirm ``items`` [(ord, key, remote_id, receipt, token)] in one statement: {ord: operation}
+    for the items confirmed (each only if its own token is current)."""
+    cols = list(zip(*items))
+    params = (tenant, list(cols[0]), list(cols[1]), [str(r) for r in cols[2]],
+              [json_codec.db_value(r or {}) for r in cols[3]], list(cols[4]), now, actor, json_codec.db_value(detail))
+    out = {}
+    n = len(OP_COLS)
+    for row in _execute("durable_confirm_many", params).fetchall():
+        op = op_model(row[:n])
+        op.job_key = row[-1]
+        out[row[-2]] = op
+    return out

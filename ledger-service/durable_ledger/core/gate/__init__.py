@@ -1,6 +1,7 @@
 """The gate: `begin` decides whether a step may run (see decide.py for the whole table)."""
 
-from .run import ROUNDS, begin, request
+from .batch import begin_many
+from .run import ROUNDS, begin, request, run
 from .request import MISSING, Answer, BeginRequest, GateConfig
 
-__all__ = ["ROUNDS", "begin", "request", "MISSING", "Answer", "BeginRequest", "GateConfig"]
+__all__ = ["ROUNDS", "begin", "begin_many", "request", "run", "MISSING", "Answer", "BeginRequest", "GateConfig"]

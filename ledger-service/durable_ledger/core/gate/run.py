@@ -45,13 +45,17 @@ def request(job_id, action, fencing_token, payload=MISSING, request_hash=None, o
 
 def begin(principal, job_id, action, fencing_token, **fields):
     """The gate for one step: an `Answer`. ``fields`` are `request`'s keyword arguments."""
-    req = request(job_id, action, fencing_token, **fields)
+    return run(principal, request(job_id, action, fencing_token, **fields))
+
+
+def run(principal, req):
+    """The gate for one `BeginRequest`: at most `ROUNDS` rounds of load, decide, act."""
     for _ in range(ROUNDS):
         answer = decide_round(principal, req)
         if answer is not LOST_RACE:
             return answer
     raise GateContended("the operation kept changing while the gate decided; send the same begin again",
-                        {"job_id": job_id, "action": action})
+                        {"job_id": req.job_id, "action": req.action})
 
 
 def decide_round(principal, req):

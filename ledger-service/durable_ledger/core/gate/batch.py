@@ -1,0 +1,52 @@
+"""Many begins at once (POST /v1/operations/batch): one statement claims every new step that
+nothing stands in the way of; every other item gets the single-item gate, so its answer is
+exactly what POST /v1/operations/begin would have said."""
+
+import time
+
+from ... import store
+from ...errors import LedgerError
+from .. import approvals
+from .. import states as S
+from ..n8n_context import stamp
+from .request import MISSING, Answer, GateConfig
+from .run import request, run
+from .summary import summary
+
+
+def begin_many(principal, bodies, config=None):
+    """One slot per body, in order: an `Answer`, or the `LedgerError` its begin raised."""
+    config = config or GateConfig()
+    slots, reqs = [], {}
+    for i, body in enumerate(bodies):
+        try:
+            reqs[i] = request(config=config, **body)
+            slots.append(None)
+        except LedgerError as exc:
+            slots.append(exc)
+    claimed = store.begin_many(principal.tenant, _claims(reqs), principal.actor, time.time(),
+                               stamp({"attempt": 1}), config.default_max_attempts)
+    for i, req in reqs.items():
+        if i in claimed:
+            slots[i] = Answer(S.DISPATCH, claimed[i], req.job_id)
+            continue
+        try:
+            slots[i] = run(principal, req)
+        except LedgerError as exc:
+            slots[i] = exc
+    return slots
+
+
+def _claims(reqs):
+    """The items the one statement may claim: no approval could be needed, and the first item of
+    the batch for its key (a repeat is answered by the single-item gate, after the first)."""
+    seen, claims = set(), []
+    for i, req in reqs.items():
+        name = (req.job_id, req.operation_key or ("default", req.action))
+        if name in seen or approvals.may_need_approval(req.action, req.requires_approval):
+            seen.add(name)
+            continue
+        seen.add(name)
+        claims.append((i, req.job_id, req.operation_key, req.action, req.digest, req.fencing_token, req.target,
+                       summary(req.payload) if req.payload is not MISSING else None))
+    return claims
