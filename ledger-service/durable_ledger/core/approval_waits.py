@@ -42,6 +42,7 @@ import logging
 import time
 from urllib.parse import urlsplit
 
+import requests
 from peewee import JOIN, IntegrityError
 
 from .. import store
@@ -262,8 +263,6 @@ def _classify(status, body):
 
 
 def _post(url, body, timeout):
-    import requests
-
     try:
         r = requests.post(url, json=body, timeout=timeout, allow_redirects=False,
                           headers={"User-Agent": "durable-ledger/approval-waits"})

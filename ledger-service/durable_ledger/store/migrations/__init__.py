@@ -31,7 +31,7 @@ plus a case in tests/test_migrations.py. Never edit a released migration.
 import time
 
 from peewee import CharField, DoubleField, IntegerField, Model, SqliteDatabase
-from playhouse.migrate import PostgresqlMigrator, SqliteMigrator
+from playhouse.migrate import PostgresqlMigrator, SqliteMigrator, make_index_name, migrate
 
 from ..agent_models import AGENT_MODELS
 from ..db import db
@@ -104,8 +104,6 @@ class Schema:
         return True
 
     def add_index(self, table, columns, unique=False):
-        from playhouse.migrate import make_index_name
-
         if make_index_name(table, columns) in self.indexes(table):
             return False
         self._run(self.migrator.add_index(table, columns, unique))
@@ -123,8 +121,6 @@ class Schema:
         return added
 
     def _run(self, operation):
-        from playhouse.migrate import migrate
-
         migrate(operation)
 
 
