@@ -1,0 +1,198 @@
+"""LocalLedger: the client API over the core, in this process, no HTTP.
+
+The same calls the HTTP views make (core.jobs, core.leases, core.gate.begin, core.operations),
+on the same tables, after the same boundary checks (checks.py). Connections are peewee's: one
+per thread. A pooled database (PostgreSQL) gets each connection back after every call the
+client opened it for; SQLite keeps the thread's connection open, as the server does.
+
+The store's database is one per process (store.db.db, a proxy bound by init_database): every
+LocalLedger of a process uses the same database, and a call refuses to run if something bound
+another one since.
+"""
+
+import logging
+import os
+import threading
+from contextlib import contextmanager
+
+from peewee import DataError, InterfaceError, OperationalError
+from playhouse.pool import PooledDatabase
+
+from ..auth import Principal
+from ..config import Config
+from ..core import gate, jobs, leases, lifecycle
+from ..core import operations as ops
+from ..core import states as S
+from ..core.audit import record_refusal
+from ..core.render import job_dict, lease_dict, operation_dict
+from ..core.secrets import install_log_redaction, redact
+from ..errors import DigestMismatch, FencingTokenNotIssued, InvalidValue, StaleFencingToken, ValidationFailed
+from ..reconcile.setup import configure as configure_reconcilers
+from ..store.db import db, init_database
+from ..store.migrations import create_schema
+from . import checks
+from .errors import LedgerUnavailable
+from .ledger import GateAnswer, Ledger
+
+log = logging.getLogger("durable_ledger.client")
+# The refusals the server's error handler counts for /v1/metrics/acceptance that these calls can meet
+# (api/service.py COUNTED_REFUSALS).
+COUNTED = (StaleFencingToken, DigestMismatch, FencingTokenNotIssued)
+_bound = {}  # the last url a LocalLedger bound -> its database (init_database rebinds a PostgreSQL url)
+_bind_lock = threading.Lock()
+
+
+def _bind(url):
+    with _bind_lock:
+        database = _bound.get(url)
+        if database is None or db.obj is not database:
+            database = init_database(url)
+            _bound.clear()
+            _bound[url] = database
+        return database
+
+
+def message(reason, budget=None):
+    """api/answers.py message(): the human sentence of a reason code."""
+    if budget:
+        return f"the job's {budget} budget is used up; nothing is dispatched"
+    return S.MESSAGES.get(reason, reason)
+
+
+def gate_answer(answer):
+    """core.gate.Answer as the client reads it: what answer_dict renders, without the operation."""
+    op, details = answer.op, dict(answer.extras)
+    if "evidence" in details.get("reconciliation", {}):
+        details["reconciliation"] = {**details["reconciliation"], "evidence": redact(details["reconciliation"]["evidence"])}
+    if answer.budget:
+        details["budget"] = answer.budget
+    return GateAnswer(answer.decision, op.operation_key if op is not None else None,
+                      op.attempt if op is not None else None, answer.reason,
+                      message(answer.reason, answer.budget) if answer.reason else None,
+                      redact(answer.receipt) if answer.receipt is not None else None, details)
+
+
+class LocalLedger(Ledger):
+    """``LocalLedger("postgresql://..." | "sqlite:///path", tenant="acme", actor="script")``.
+
+    Binds the database and creates or migrates its schema (as ``durable-ledger serve`` does),
+    registers the configured reconcilers, keeps SQL and secrets out of the logs. Acts as a
+    runner of ``tenant``: whoever can open the database is trusted with it."""
+
+    def __init__(self, database_url, tenant, actor="local", config=None, migrate=True):
+        self.config = config or Config.from_env({**os.environ, "DURABLE_DATABASE_URL": database_url})
+        self.principal = Principal(tenant, "runner", actor)
+        self.gate_config = gate.GateConfig(self.config.default_max_attempts, self.config.backoff_base_s,
+                                           self.config.reconcile_claim_s)
+        # peewee logs statements with their parameters at DEBUG; the server never lets it (api/__init__.py).
+        logging.getLogger("peewee").setLevel(max(logging.INFO, logging.getLogger("peewee").getEffectiveLevel()))
+        install_log_redaction()
+        self._database = _bind(database_url)
+        self._pooled = isinstance(self._database, PooledDatabase)
+        if migrate:
+            create_schema()
+        configure_reconcilers(self.config)
+
+    def __repr__(self):
+        return f"LocalLedger(tenant={self.principal.tenant!r}, actor={self.principal.name!r})"
+
+    @contextmanager
+    def _session(self):
+        if db.obj is not self._database:
+            raise RuntimeError("the process's ledger database was rebound since this LocalLedger was made; "
+                               "a process uses one ledger database")
+        opened = db.is_closed()
+        if opened:
+            db.connect()
+        try:
+            yield
+        except COUNTED as exc:
+            record_refusal(self.principal.tenant, None, self.principal.actor, exc.code,
+                           {"client": "local", **{k: v for k, v in exc.details.items() if k != "fields"}})
+            raise
+        except DataError as exc:  # the driver's message may quote the value: only its class goes on
+            raise InvalidValue("a value does not fit the database column it is stored in",
+                               {"driver_error": type(exc).__name__}) from None
+        except (OperationalError, InterfaceError) as exc:
+            raise LedgerUnavailable(f"the ledger database could not be used ({type(exc).__name__})",
+                                    {"driver_error": type(exc).__name__}) from exc
+        finally:
+            if opened and self._pooled and not db.is_closed():
+                db.close()
+
+    def close(self):
+        """Hand the calling thread's connection back (to the pool on PostgreSQL)."""
+        if db.obj is self._database and not db.is_closed():
+            db.close()
+
+    def _put_job(self, job_id, fields):
+        checks.identifier("job_id", job_id, slashes=False)
+        if fields.get("session_id") is not None:
+            raise ValidationFailed("binding a session needs the Agents API: use HttpLedger or "
+                                   "durable_ledger.agents.sessions", {"fields": {"session_id": ["not supported here"]}})
+        fields = {k: v for k, v in fields.items() if k != "session_id"}
+        checks.values(fields)
+        with self._session():
+            job, created = jobs.create_or_get_job(self.principal.tenant, job_id, actor=self.principal.actor, **fields)
+            return job_dict(job, jobs.current_lease(job)), created
+
+    def _acquire(self, job_id, owner, ttl_s, takeover):
+        checks.identifier("owner", owner)
+        with self._session():
+            job, lease = leases.acquire_lease(self.principal.tenant, job_id, owner, ttl_s, bool(takeover),
+                                              self.principal.actor)
+            _, pending = ops.list_job_operations(self.principal.tenant, job_id, S.NEEDS_ATTENTION)
+            out = lease_dict(lease)
+            out["job"] = job_dict(job, lease)
+            out["needs_reconcile"] = [operation_dict(op, job_id) for op in pending]
+            return out
+
+    def _renew(self, job_id, owner, token, ttl_s):
+        with self._session():
+            return lease_dict(leases.renew_lease(self.principal.tenant, job_id, owner, token, ttl_s)[1])
+
+    def _release(self, job_id, owner, token):
+        with self._session():
+            leases.release_lease(self.principal.tenant, job_id, owner, token)
+
+    def _begin(self, job_id, action, token, payload, operation_key, target, requires_approval):
+        checks.identifier("job_id", job_id, slashes=False)
+        checks.identifier("action", action)
+        checks.identifier("operation_key", operation_key, 512, optional=True)
+        checks.identifier("target", target, optional=True)
+        checks.token(token)
+        checks.values(payload, "$.payload")
+        with self._session():
+            answer = gate.begin(self.principal, job_id, action, token, payload=payload, operation_key=operation_key,
+                                target=target, requires_approval=bool(requires_approval), config=self.gate_config)
+        return gate_answer(answer)
+
+    def _outcome(self, kind, job_id, key, token, **fields):
+        checks.token(token)
+        limit = self.config.max_receipt_bytes
+        with self._session():
+            if kind == "confirm":
+                checks.remote_id(fields["remote_id"])
+                checks.sized("receipt", fields["receipt"], limit)
+                checks.cost(fields["cost"], lambda: ops.get_operation(self.principal.tenant, key).job.cost)
+                op = ops.confirm(self.principal, key, token, fields["remote_id"], fields["receipt"], fields["cost"])
+            elif kind == "fail":
+                checks.sized("error", fields["error"], limit)
+                op = ops.fail(self.principal, key, token, fields["retryable"], fields["error"])
+            else:
+                checks.sized("error", fields["error"], limit)
+                op = ops.mark_unknown(self.principal, key, token, fields["error"])
+            return operation_dict(op, job_id)
+
+    def _operations(self, job_id, states):
+        with self._session():
+            _, rows = ops.list_job_operations(self.principal.tenant, job_id, states)
+            return [operation_dict(op, job_id) for op in rows]
+
+    def _operation(self, key):
+        with self._session():
+            return operation_dict(ops.get_operation(self.principal.tenant, key))
+
+    def _cancel(self, job_id, reason):
+        with self._session():
+            return lifecycle.cancel_job(self.principal, job_id, reason)
