@@ -1,19 +1,36 @@
 # Benchmarks (on demand, not part of `make test`): the gate vs the raw SQL floor vs DBOS.
 # DBOS is a peer we measure against, never a dependency: it lives in its own venv in the cache.
+# `make bench` prints one JSON document (tests/bench/run_bench.py --help for the options):
+#   make bench BENCH_ARGS="--baseline <ref>"   also the HTTP gate of <ref>, interleaved (= make bench-compare BASELINE=<ref>)
+#   make bench-quick                           short development run: no n8n, 2 s runs, 1 pass, 10k scale point
 BENCH_VENV ?= $(DURABLE_CACHE)/bench-venv
 BENCH_ARGS ?=
+BENCH_QUICK_ARGS ?= --seconds 2 --passes 1 --scale-max 10000
+BASELINE ?=
 
-.PHONY: bench bench-deps
+.PHONY: bench bench-deps bench-compare bench-quick
 
 bench-deps:
 	@command -v wrk >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; }
 	@test -x $(BENCH_VENV)/bin/python || python3 -m venv $(BENCH_VENV)
 	@$(BENCH_VENV)/bin/python -c "import dbos, psycopg2" 2>/dev/null || $(BENCH_VENV)/bin/pip install -q dbos psycopg2-binary
 
-bench: setup bench-deps node-build n8n-install
-	bash stack/ensure-services.sh postgres
+# stdout carries only the JSON document (`make bench > bench.json`): everything else goes to stderr.
+bench:
+	@$(MAKE) --no-print-directory setup bench-deps node-build n8n-install >&2
+	@bash stack/ensure-services.sh postgres >&2
 	@rm -f $(DURABLE_CACHE)/bench-n8n.json
 	@echo "[bench] Durable Step overhead inside real n8n executions" >&2
 	@$(NODE_ENV) DURABLE_BENCH_RUNS=$${DURABLE_BENCH_RUNS:-7} DURABLE_E2E_RESULTS=$(DURABLE_CACHE)/bench-n8n.json \
-	  node --test --test-concurrency=1 --test-name-pattern=measure tests/n8n/e2e.test.mjs >&2
-	$(PY) tests/bench/run_bench.py --dbos-python $(BENCH_VENV)/bin/python --n8n-results $(DURABLE_CACHE)/bench-n8n.json $(BENCH_ARGS)
+	  node --test --test-concurrency=1 --test-name-pattern=measure tests/n8n/e2e.test.mjs >&2 \
+	  || echo "[bench] the n8n measurement failed: the JSON says so under n8n" >&2
+	@$(PY) tests/bench/run_bench.py --dbos-python $(BENCH_VENV)/bin/python --n8n-results $(DURABLE_CACHE)/bench-n8n.json $(BENCH_ARGS)
+
+bench-compare:
+	@test -n "$(BASELINE)" || { echo "usage: make bench-compare BASELINE=<git ref> [BENCH_ARGS=...]" >&2; exit 2; }
+	@$(MAKE) --no-print-directory bench BENCH_ARGS="--baseline $(BASELINE) $(BENCH_ARGS)"
+
+bench-quick:
+	@$(MAKE) --no-print-directory setup bench-deps >&2
+	@bash stack/ensure-services.sh postgres >&2
+	@$(PY) tests/bench/run_bench.py --dbos-python $(BENCH_VENV)/bin/python $(BENCH_QUICK_ARGS) $(BENCH_ARGS)

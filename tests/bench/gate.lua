@@ -1,20 +1,18 @@
 -- wrk script: the gate's begin + confirm through the real HTTP API.
 -- Each wrk thread keeps a queue of operation keys it was told to dispatch and confirms them
--- next, so requests alternate begin, confirm, begin, confirm (strictly with one connection).
--- Env: TOKEN, JOB, FENCE (fencing token), PREFIX (unique per run).
+-- next, so requests alternate begin, confirm, begin, confirm (strictly with one connection per
+-- thread: then the pair's latency, begin sent -> confirm answered, is measured directly).
+-- Env: TOKEN, JOB, FENCE (fencing token), PREFIX (unique per run), CONNS, THREADS, BENCH_LUA_DIR.
+-- Every answer is checked: a begin must say "dispatch" (the keys are fresh), a confirm must
+-- answer the operation CONFIRMED; anything else is counted as an anomaly and reported.
+dofile((os.getenv("BENCH_LUA_DIR") or ".") .. "/common.lua")
 local token = os.getenv("TOKEN")
 local job = os.getenv("JOB")
 local fence = os.getenv("FENCE")
 local prefix = os.getenv("PREFIX")
 local counter = 0
 local pending = {}
-local thread_id = 0
-local errors = 0
-
-function setup(thread)
-  thread_id = thread_id + 1
-  thread:set("tid", thread_id)
-end
+local begin_at = nil
 
 function init(args)
   wrk.headers["Authorization"] = "Bearer " .. token
@@ -32,6 +30,7 @@ function request()
       '{"fencing_token":' .. fence .. ',"remote_id":"r-' .. counter .. '"}')
   end
   counter = counter + 1
+  begin_at = bench_now()
   local action = prefix .. "-" .. tid .. "-" .. counter
   return wrk.format("POST", "/v1/operations/begin", nil,
     '{"job_id":"' .. job .. '","action":"' .. action .. '","fencing_token":' .. fence ..
@@ -40,17 +39,22 @@ end
 
 function response(status, headers, body)
   if status ~= 200 then
-    errors = errors + 1
-    return
-  end
-  if body:find('"decision":"dispatch"', 1, true) then
+    bad_status = bad_status + 1
+  elseif body:find('"decision":"dispatch"', 1, true) then
     local key = body:match('"operation_key":"([^"]+)"')
-    if key then table.insert(pending, key) end
+    if key then
+      table.insert(pending, key)
+      dispatched = dispatched + 1
+    else
+      anomalies = anomalies + 1
+    end
+  elseif body:find('"decision":', 1, true) == nil and body:find('"state":"CONFIRMED"', 1, true) then
+    confirmed = confirmed + 1
+    if per_thread == 1 and begin_at then
+      pairs_us[#pairs_us + 1] = math.floor((bench_now() - begin_at) * 1e6)
+    end
+  else
+    anomalies = anomalies + 1 -- a begin that did not dispatch a fresh key, or an odd confirm answer
   end
-end
-
-function done(summary, latency, requests)
-  io.write(string.format('WRKJSON {"requests":%d,"duration_us":%d,"p50_us":%d,"p99_us":%d,"errors_status":%d,"errors_socket":%d}\n',
-    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99),
-    summary.errors.status, summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout))
+  bench_seen_response()
 end

@@ -1,7 +1,12 @@
 -- wrk script: the gate through POST /v1/operations/batch. Each request confirms the operations
 -- the previous answer dispatched and begins BATCH new ones, so one request = BATCH gated steps
--- (the way an n8n node execution with BATCH items would use it).
--- Env: TOKEN, JOB, FENCE, PREFIX, BATCH.
+-- (the way an n8n node execution with BATCH items would use it). Body: BatchSchema
+-- ({"confirm": [{operation_key, fencing_token, remote_id}], "begin": [{job_id, action,
+-- fencing_token, payload}]}, at most 100 of each).
+-- Env: TOKEN, JOB, FENCE, PREFIX, BATCH, CONNS, THREADS, BENCH_LUA_DIR.
+-- Every slot of every answer is checked: "dispatch" begins and CONFIRMED confirms are counted,
+-- error slots and any other decision are counted as anomalies.
+dofile((os.getenv("BENCH_LUA_DIR") or ".") .. "/common.lua")
 local token = os.getenv("TOKEN")
 local job = os.getenv("JOB")
 local fence = os.getenv("FENCE")
@@ -9,12 +14,6 @@ local prefix = os.getenv("PREFIX")
 local batch = tonumber(os.getenv("BATCH") or "10")
 local counter = 0
 local pending = {}
-local thread_id = 0
-
-function setup(thread)
-  thread_id = thread_id + 1
-  thread:set("tid", thread_id)
-end
 
 function init(args)
   wrk.headers["Authorization"] = "Bearer " .. token
@@ -37,15 +36,31 @@ function request()
     '{"confirm":[' .. table.concat(confirms, ",") .. '],"begin":[' .. table.concat(begins, ",") .. ']}')
 end
 
-function response(status, headers, body)
-  if status ~= 200 then return end
-  for key in body:gmatch('"decision":"dispatch","operation":{"operation_key":"([^"]+)"') do
-    table.insert(pending, key)
+local function count(s, needle)
+  local n, from = 0, 1
+  while true do
+    local i = s:find(needle, from, true)
+    if not i then return n end
+    n, from = n + 1, i + #needle
   end
 end
 
-function done(summary, latency, requests)
-  io.write(string.format('WRKJSON {"requests":%d,"duration_us":%d,"p50_us":%d,"p99_us":%d,"errors_status":%d,"errors_socket":%d}\n',
-    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99),
-    summary.errors.status, summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout))
+function response(status, headers, body)
+  if status ~= 200 then
+    bad_status = bad_status + 1
+  else
+    local split = body:find('"begin":[', 1, true) or (#body + 1)
+    local confirm_part, begin_part = body:sub(1, split - 1), body:sub(split)
+    local got = 0
+    for key in begin_part:gmatch('"decision":"dispatch","operation":{"operation_key":"([^"]+)"') do
+      table.insert(pending, key)
+      got = got + 1
+    end
+    dispatched = dispatched + got
+    confirmed = confirmed + count(confirm_part, '"state":"CONFIRMED"')
+    -- begin slots that did not dispatch, and error slots on either side
+    anomalies = anomalies + (count(begin_part, '"decision":') - got) + count(confirm_part, '{"error":{')
+      + count(begin_part, '{"error":{')
+  end
+  bench_seen_response()
 end
