@@ -7,9 +7,7 @@ import os
 from ..errors import LedgerError
 from ..store.db import db, init_database
 from ..store.migrations import create_schema
-from .client import get_client
 from .envsnap import restore, snapshot
-from .worker import run_worker
 
 
 def _bind(cfg):
@@ -18,6 +16,10 @@ def _bind(cfg):
 
 
 def cmd_worker(args, cfg):
+    # Lazy: the OpenAI SDK is the heaviest import of the CLI, and only this command needs it.
+    from .client import get_client
+    from .worker import run_worker
+
     _bind(cfg)
     for module in args.handlers or []:
         importlib.import_module(module)  # registers function handlers (actions.register_function)

@@ -10,6 +10,7 @@ from ..auth import load_bootstrap_tokens
 from ..config import Config
 from ..core import n8n_context
 from ..core.secrets import install_log_redaction
+from ..http_errors import register_error_handlers
 from ..reconcile.setup import configure as configure_reconcilers
 from ..store.db import bind_request_lifecycle, db, init_database
 from ..store.migrations import create_schema
@@ -41,7 +42,7 @@ def create_app(config=None, init_schema=True):
     _configure_console_sessions(app, cfg)
     _install_request_lifecycle(app)
     _register_blueprints(app)
-    service.register_error_handlers(app)
+    register_error_handlers(app)
     log.info("ledger app ready %s", cfg.redacted())
     return app
 

@@ -17,13 +17,14 @@ import secrets
 from flask import flash, redirect, request, session, url_for
 from flask.sessions import NullSession, SecureCookieSessionInterface
 
+from .. import store
 from ..auth import authenticate, hash_token
 from ..core import approval_decisions as decisions
+from ..core import approvals as approval_rules
 from ..core import timeline as tl
 from ..core.operations import get_operation
 from ..core.render import iso
 from ..errors import Forbidden, LedgerError, NotFound, Unauthorized
-from ..store.models import AuditLog, OperationEvent, Setting
 from . import console_review  # noqa: F401 - its views are the review queue pages on bp
 from . import preview
 from .console_base import CONSOLE_ROLES, SESSION_PREFIXES, bp, check_csrf, current_user, page, signed_in
@@ -70,8 +71,7 @@ def session_secret(cfg):
     """DURABLE_SECRET_KEY, or one random key stored once in the database for all workers."""
     if cfg.secret_key:
         return cfg.secret_key
-    Setting.insert(key="session_secret", value=secrets.token_urlsafe(48)).on_conflict_ignore().execute()
-    return Setting.get_by_id("session_secret").value
+    return store.setting("session_secret", secrets.token_urlsafe(48))
 
 
 def _safe_next(value):
@@ -141,9 +141,8 @@ def job(who, job_id):
 
 
 def _asked(op):
-    ev = (OperationEvent.select().where(OperationEvent.operation == op.id, OperationEvent.to_state == "PREPARED")
-          .order_by(OperationEvent.id).first())
-    return {"by": ev.actor if ev else None, "at": iso(ev.created_at if ev else op.created_at)}
+    by, at = decisions.asked(op)
+    return {"by": by, "at": iso(at)}
 
 
 @bp.get("/approvals")
@@ -151,9 +150,7 @@ def _asked(op):
 def approvals(who):
     items = [{**w, "asked": _asked(w["op"]), "summary": w["op"].request_summary or {}}
              for w in decisions.waiting(who.tenant)]
-    recent = list(AuditLog.select().where(AuditLog.tenant == who.tenant,
-                                          AuditLog.action.in_(("approval_granted", "approval_denied")))
-                  .order_by(AuditLog.id.desc()).limit(10))
+    recent = decisions.recent(who.tenant)
     return page("console_approvals.html", who, items=items, recent=recent)
 
 
@@ -174,7 +171,7 @@ def approval(who, key):
     prev = preview.publish_preview(op, cfg) if preview.is_publish_preview(op) else None
     default_h = min(EXPIRY_CHOICES_H, key=lambda h: abs(h * 3600 - cfg.approval_ttl_s))
     return page("console_approval.html", who, op=op, job_id=op.job.job_id, preview=prev, asked=_asked(op),
-                decision_status=decisions.status_of(op), denial=decisions.active_denial(op),
+                decision_status=approval_rules.status_of(op), denial=approval_rules.active_denial(op),
                 summary=op.request_summary or {}, expiry_choices=EXPIRY_CHOICES_H, default_h=default_h)
 
 

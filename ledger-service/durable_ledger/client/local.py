@@ -36,7 +36,7 @@ from .ledger import GateAnswer, Ledger
 
 log = logging.getLogger("durable_ledger.client")
 # The refusals the server's error handler counts for /v1/metrics/acceptance that these calls can meet
-# (api/service.py COUNTED_REFUSALS).
+# (http_errors.py COUNTED_REFUSALS).
 COUNTED = (StaleFencingToken, DigestMismatch, FencingTokenNotIssued)
 _bound = {}  # the last url a LocalLedger bound -> its database (init_database rebinds a PostgreSQL url)
 _bind_lock = threading.Lock()

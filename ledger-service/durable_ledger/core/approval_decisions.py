@@ -28,10 +28,10 @@ import time
 from .. import store
 from ..store.db import write_txn
 from ..errors import ContentChanged, InvalidTransition, ValidationFailed
-from ..store.models import Approval, ApprovalDenial, Job, Operation
+from ..store.models import Approval, ApprovalDenial, AuditLog, Job, Operation, OperationEvent
 from . import approval_waits
 from . import states as S
-from .approvals import active_denial, binding_of, status_of  # noqa: F401 - status_of: api/console.py
+from .approvals import active_denial, binding_of
 from .audit import audit
 from .operations import get_operation
 from .render import iso
@@ -135,3 +135,17 @@ def denial_dict(d):
     return {"id": d.id, "operation_key": d.operation.operation_key, "content_digest": d.content_digest,
             "reason": d.reason, "denied_by": d.denied_by, "created_at": iso(d.created_at),
             "lifted_at": iso(d.lifted_at), "lifted_by": d.lifted_by}
+
+
+def asked(op):
+    """(who asked, when) for a waiting step: the run that recorded it PREPARED."""
+    ev = (OperationEvent.select().where(OperationEvent.operation == op.id, OperationEvent.to_state == "PREPARED")
+          .order_by(OperationEvent.id).first())
+    return (ev.actor, ev.created_at) if ev else (None, op.created_at)
+
+
+def recent(tenant, n=10):
+    """The tenant's last ``n`` approval decisions (audit rows), newest first."""
+    return list(AuditLog.select().where(AuditLog.tenant == tenant,
+                                        AuditLog.action.in_(("approval_granted", "approval_denied")))
+                .order_by(AuditLog.id.desc()).limit(n))

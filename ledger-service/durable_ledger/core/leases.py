@@ -10,7 +10,6 @@ from peewee import IntegrityError
 from ..store.db import write_txn
 from .. import store
 from ..errors import LeaseHeld, LeaseLost, ValidationFailed
-from ..fencing import check_fence  # noqa: F401 - still imported from here by agents/ and api/agents.py
 from ..store.models import AuditLog, Lease
 from .jobs import get_job
 

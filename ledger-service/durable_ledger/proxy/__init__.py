@@ -13,7 +13,7 @@ import os
 from flask import Flask
 
 from .. import tracing
-from ..api.service import register_error_handlers
+from ..http_errors import register_error_handlers
 from ..auth import authenticate as authenticate_token
 from ..auth import load_bootstrap_tokens
 from ..config import Config

@@ -15,13 +15,13 @@ from ..errors import InvalidTransition
 from ..fencing import check_fence
 from . import postgres, sqlite
 from .db import db, is_sqlite, write_txn
-from .models import AuditLog, Job, Lease, Operation, OperationEvent
+from .models import AuditLog, Job, Lease, Operation, OperationEvent, Setting
 from .wait_models import ApprovalDelivery
 from .rows import ClaimTemplate, JobGuard, NewOp, json_codec
 
 __all__ = ["ClaimTemplate", "JobGuard", "NewOp", "write_txn", "load_gate", "claim_new", "claim_retry", "insert_prepared",
            "confirm", "transition", "lease_of", "operation_locked", "get_operation", "operation_events",
-           "add_event", "count_dispatches", "ping", "counts", "begin_many", "confirm_many"]
+           "add_event", "count_dispatches", "ping", "counts", "setting", "begin_many", "confirm_many"]
 
 
 def _backend():
@@ -169,3 +169,10 @@ def confirm_many(tenant, items, actor, detail):
     if is_sqlite() or not items:
         return {}
     return postgres.confirm_many(tenant, items, actor, time.time(), detail)
+
+
+def setting(key, value):
+    """The service-wide value stored under ``key``; ``value`` is stored first if there is none
+    (the first of several workers to ask wins, and every worker gets that one)."""
+    Setting.insert(key=key, value=value).on_conflict_ignore().execute()
+    return Setting.get_by_id(key).value
