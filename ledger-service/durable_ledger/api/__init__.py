@@ -14,7 +14,8 @@ from ..http_errors import register_error_handlers
 from ..reconcile.setup import configure as configure_reconcilers
 from ..store.db import bind_request_lifecycle, db, init_database
 from ..store.migrations import create_schema
-from . import agents, approvals, console, jobs, limits, operations, review_page, reviews, service, waits
+from .. import limits
+from . import agents, approvals, console, jobs, operations, review_page, reviews, service, waits
 from .jsonout import StrictJSONProvider
 
 log = logging.getLogger("durable_ledger")

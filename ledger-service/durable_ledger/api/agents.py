@@ -13,7 +13,7 @@ from ..agents.client import get_client
 from ..agents.errors import AgentsApiError, SessionNotFound
 from ..errors import ValidationFailed
 from .context import config, principal
-from .limits import id_problem
+from ..limits import id_problem
 from .schemas import Strict, _identifier, _int32, load
 
 _idempotency_key = _identifier(200)

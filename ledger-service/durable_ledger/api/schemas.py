@@ -13,11 +13,10 @@ from marshmallow import RAISE, Schema, ValidationError, fields, validate
 
 from ..core.digest import canonical_json
 from ..errors import MalformedJson, ValidationFailed
-from . import limits
+from .. import limits
+from ..limits import MAX_COST_PER_CALL, MAX_JOB_COST
 
 _key = validate.Length(min=1, max=255)
-MAX_COST_PER_CALL = 1e12  # one confirm's cost
-MAX_JOB_COST = 1e15  # a job's running total (checked by the confirm routes before adding)
 MAX_APPROVAL_HORIZON_S = 100 * 365 * 86400
 
 

@@ -1,45 +1,33 @@
-"""The boundary checks the HTTP routes apply (api/schemas.py, api/limits.py), for LocalLedger.
+"""The boundary checks the HTTP routes apply (api/schemas.py, limits.py), for LocalLedger.
 
 The core trusts its callers: the API checks identifiers, values and sizes before the core sees
-them. A library caller skips the API, so LocalLedger checks the same things here and refuses
-with the same classes (ValidationFailed 422, InvalidValue 422) the routes answer. A mirror, not
-an import: importing anything under api/ imports Flask (api/__init__.py builds the app).
+them. A library caller skips the API, so LocalLedger checks the same things here, with the
+grammar and bounds of durable_ledger/limits.py, and refuses with the same classes
+(ValidationFailed 422, InvalidValue 422) the routes answer.
 """
 
 import math
-import re
 
 from ..core.digest import canonical_json
 from ..errors import InvalidValue, MalformedJson, ValidationFailed
+from ..limits import (
+    BAD_TEXT,
+    INT32_MAX,
+    INT32_MIN,
+    INT64_MAX,
+    INT64_MIN,
+    MAX_COST_PER_CALL,
+    MAX_DEPTH,
+    MAX_JOB_COST,
+    id_problem,
+)
 
-INT32 = (-(2 ** 31), 2 ** 31 - 1)
-INT64 = (-(2 ** 63), 2 ** 63 - 1)
-MAX_DEPTH = 64
-MAX_COST_PER_CALL = 1e12
-MAX_JOB_COST = 1e15
-_BAD_ID = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff\ufffd]")
-_BAD_TEXT = re.compile(r"[\x00\ud800-\udfff]")
+INT32 = (INT32_MIN, INT32_MAX)
+INT64 = (INT64_MIN, INT64_MAX)
 
 
 def refuse(field, problem):
     raise ValidationFailed("request validation failed", {"fields": {field: [problem]}})
-
-
-def id_problem(value, max_len=255, slashes=True):
-    """api/limits.py id_problem: the identifier grammar of docs/api.md."""
-    if not isinstance(value, str) or not 1 <= len(value) <= max_len:
-        return f"must be 1 to {max_len} characters"
-    if _BAD_ID.search(value):
-        return "must not contain control characters, NUL, surrogates or U+FFFD"
-    if value != value.strip():
-        return "must not start or end with whitespace"
-    if not slashes and "/" in value:
-        return "must not contain '/'"
-    if value.startswith("/") or value.endswith("/") or "//" in value:
-        return "must not start or end with '/' or contain '//'"
-    if any(seg in (".", "..") for seg in value.split("/")):
-        return "must not have a '.' or '..' segment"
-    return None
 
 
 def identifier(field, value, max_len=255, slashes=True, optional=False):
@@ -79,7 +67,7 @@ def values(value, path="$", depth=1):
 
 
 def _text(text, where):
-    m = _BAD_TEXT.search(text)
+    m = BAD_TEXT.search(text)
     if m:
         what = "NUL character" if m.group() == "\x00" else "lone surrogate"
         raise InvalidValue(f"a string contains a {what}, which cannot be stored",

@@ -1,4 +1,5 @@
-"""Input limits in one place: what the API layer refuses before the core or a driver sees it.
+"""Input limits in one place: what the API (and the in-process client) refuse before the core
+or a driver sees it. Plain Python, no Flask: durable_ledger/client/checks.py applies them too.
 
 Each refusal is a 4xx in the error shape (docs/api.md, "Limits"):
 
@@ -19,17 +20,19 @@ import json
 import math
 import re
 
-from ..errors import InvalidValue, MalformedJson
+from .errors import InvalidValue, MalformedJson
 
 MAX_DEPTH = 64
 INT32_MIN, INT32_MAX = -(2 ** 31), 2 ** 31 - 1  # PostgreSQL `integer` columns
 INT64_MIN, INT64_MAX = -(2 ** 63), 2 ** 63 - 1  # what any client or column can hold
 MAX_QUERY_VALUE = 1024
+MAX_COST_PER_CALL = 1e12  # one confirm's cost
+MAX_JOB_COST = 1e15  # a job's running total (checked by the confirm routes before adding)
 
-_BAD_CHARS = re.compile(r"[\x00\ud800-\udfff]")
+BAD_TEXT = re.compile(r"[\x00\ud800-\udfff]")
 # In identifiers also every control character, and U+FFFD: the WSGI layer decodes a path that
 # is not UTF-8 (e.g. %ED%A0%80, an encoded surrogate) into U+FFFD, so it marks bytes we lost.
-_BAD_ID_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff\ufffd]")
+BAD_ID_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff\ufffd]")
 _TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 
 
@@ -105,7 +108,7 @@ def check_strings(value, path="$"):
 
 
 def _check_text(text, where):
-    m = _BAD_CHARS.search(text)
+    m = BAD_TEXT.search(text)
     if m:
         what = "NUL character" if m.group() == "\x00" else "lone surrogate"
         raise InvalidValue(f"a string contains a {what}, which cannot be stored", {"path": where,
@@ -123,7 +126,7 @@ def id_problem(value, max_len=255, slashes=True):
     """
     if not isinstance(value, str) or not 1 <= len(value) <= max_len:
         return f"must be 1 to {max_len} characters"
-    if _BAD_ID_CHARS.search(value):
+    if BAD_ID_CHARS.search(value):
         return "must not contain control characters, NUL, surrogates or U+FFFD"
     if value != value.strip():
         return "must not start or end with whitespace"
@@ -146,7 +149,7 @@ def check_path_args(values):
             problem = id_problem(value, 512)
         elif name == "approval_id" and not INT32_MIN <= value <= INT32_MAX:
             problem = "is out of range"
-        elif isinstance(value, str) and _BAD_ID_CHARS.search(value):
+        elif isinstance(value, str) and BAD_ID_CHARS.search(value):
             problem = "must not contain control characters"
         if problem:
             raise InvalidValue(f"path parameter {name} {problem}", {"parameter": name})
@@ -166,7 +169,7 @@ def check_request_text(request):
 def check_query_args(args, max_len=MAX_QUERY_VALUE):
     for name, value in args.items(multi=True):
         # Form notes may span lines: only NUL and surrogates there; query values are identifiers.
-        bad = _BAD_CHARS if max_len != MAX_QUERY_VALUE else _BAD_ID_CHARS
-        if _BAD_ID_CHARS.search(name) or bad.search(value) or len(value) > max_len:
+        bad = BAD_TEXT if max_len != MAX_QUERY_VALUE else BAD_ID_CHARS
+        if BAD_ID_CHARS.search(name) or bad.search(value) or len(value) > max_len:
             raise InvalidValue(f"parameter {name[:40]!r} has control characters or is too long",
                                {"parameter": name[:40], "max_length": max_len})
