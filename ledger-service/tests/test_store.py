@@ -177,3 +177,31 @@ def test_lease_of_with_and_without_lock(job):
     assert store.lease_of(j.id).fencing_token == token
     with store.write_txn():
         assert store.lease_of(j.id, lock=True).fencing_token == token
+
+
+def test_prepared_statements_keep_the_key_index_as_the_table_grows(job, backend):
+    """Planned while the table is empty, executed when it is not: the lookups by key must use
+    the unique (tenant, operation_key) index, never scan the tenant's rows (m0003)."""
+    if backend.startswith("sqlite"):
+        return
+    from durable_ledger.store import postgres as P
+    from durable_ledger.store.db import db
+
+    j, token = job
+    for i in range(8):  # past PostgreSQL's five custom plans: the generic plan is made here, on a tiny table
+        claim = store.ClaimTemplate(f"early-{i}", "d" * 64, token, None, "runner", None, {}, 3, time.time())
+        store.load_gate("acme", "store-job", None, f"early-{i}", None, claim)
+        store.confirm("acme", f"acme:store-job:v1:early-{i}", token, "r", {}, "runner", {})
+    db.execute_sql(
+        "INSERT INTO operation (tenant, operation_key, job_id, task_version, action, request_hash, state, attempt,"
+        " max_attempts, fencing_token, requires_approval, reconcile_attempts, created_at, updated_at)"
+        " SELECT 'acme', 'bulk-' || g, %s, 1, 'bulk', 'd', 'CONFIRMED', 1, 3, 1, false, 0, 0, 0"
+        " FROM generate_series(1, 20000) g", (j.id,))
+    begin = db.execute_sql("EXPLAIN EXECUTE durable_begin(%s)" % ", ".join(["%s"] * 13),
+                           ("acme", "store-job", None, "late", True, "d" * 64, token, None, None, 0.0, 3, "r", "{}"))
+    confirm = db.execute_sql("EXPLAIN EXECUTE durable_confirm(%s)" % ", ".join(["%s"] * 8),
+                             ("acme", "bulk-7", "r", "{}", 0.0, token, "r", "{}"))
+    for plan in ("\n".join(r[0] for r in begin.fetchall()), "\n".join(r[0] for r in confirm.fetchall())):
+        assert "operation_tenant_operation_key" in plan, plan
+        assert "state_tenant_updated_at" not in plan and "Seq Scan on operation" not in plan, plan
+    assert P._PREPARED  # the statements above ran prepared

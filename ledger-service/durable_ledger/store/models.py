@@ -70,7 +70,9 @@ class Job(BaseModel):
     updated_at = DoubleField()
 
     class Meta:
-        indexes = ((("tenant", "job_id"), True), (("tenant", "status", "updated_at"), False))
+        # No second index starts with `tenant`: see m0003 (the gate's lookup by key must have one
+        # candidate index, or a plan made while the table was small can keep the wrong one).
+        indexes = ((("tenant", "job_id"), True), (("status", "tenant", "updated_at"), False))
 
 
 class Lease(BaseModel):
@@ -111,9 +113,9 @@ class Operation(BaseModel):
 
     class Meta:
         indexes = (
-            (("tenant", "operation_key"), True),
+            (("tenant", "operation_key"), True),  # the gate's lookup: the only index on `tenant` first
             (("job", "state"), False),
-            (("tenant", "state", "updated_at"), False),
+            (("state", "tenant", "updated_at"), False),  # review queue, reports (m0003)
             (("state", "updated_at"), False),  # the sweeper scans across tenants
         )
 

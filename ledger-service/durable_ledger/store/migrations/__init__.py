@@ -37,9 +37,9 @@ from ..agent_models import AGENT_MODELS
 from ..db import db
 from ..models import ALL_MODELS
 from ..wait_models import WAIT_MODELS
-from . import m0001_baseline, m0002_approval_denials_and_waits
+from . import m0001_baseline, m0002_approval_denials_and_waits, m0003_unambiguous_key_lookups
 
-MIGRATIONS = [m0001_baseline, m0002_approval_denials_and_waits]
+MIGRATIONS = [m0001_baseline, m0002_approval_denials_and_waits, m0003_unambiguous_key_lookups]
 HEAD = MIGRATIONS[-1].VERSION
 _PG_LOCK_KEY = 0x6475726C  # "durl": one advisory lock for schema work
 
@@ -107,6 +107,13 @@ class Schema:
         if make_index_name(table, columns) in self.indexes(table):
             return False
         self._run(self.migrator.add_index(table, columns, unique))
+        return True
+
+    def drop_index(self, table, columns):
+        name = make_index_name(table, columns)
+        if name not in self.indexes(table):
+            return False
+        self._run(self.migrator.drop_index(table, name))
         return True
 
     def add_missing_columns(self, models):
