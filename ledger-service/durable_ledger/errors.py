@@ -141,6 +141,25 @@ class DigestMismatch(LedgerError):
     code, http_status = "digest_mismatch", 422
 
 
+class OperationMismatch(LedgerError):
+    """Same operation key, but the begin names another job, action or target than the stored
+    operation: the stored row decides, a later request never re-interprets it."""
+
+    code, http_status = "operation_mismatch", 422
+
+
+class JobMismatch(OperationMismatch):
+    code = "job_mismatch"
+
+
+class ActionMismatch(OperationMismatch):
+    code = "action_mismatch"
+
+
+class TargetMismatch(OperationMismatch):
+    code = "target_mismatch"
+
+
 class SecretInCheckpoint(LedgerError):
     """A checkpoint carried something that looks like a credential."""
 

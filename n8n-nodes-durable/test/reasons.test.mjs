@@ -31,7 +31,7 @@ function ledgerMessageCodes() {
  * node routes to Needs Attention: MESSAGES, plus the gate's halts that carry their own message
  * (a used-up budget; a job halted without a recorded reason, whose reason is its status).
  */
-const LEDGER_CODES = () => [...ledgerMessageCodes(), 'budget_exhausted', 'halted', 'digest_mismatch', 'stale_fencing_token'];
+const LEDGER_CODES = () => [...ledgerMessageCodes(), 'budget_exhausted', 'halted', 'digest_mismatch', 'action_mismatch', 'target_mismatch', 'job_mismatch', 'stale_fencing_token'];
 /** The codes the node sets itself (Look Up, Record Outcome, needs_review for awaiting_editor). */
 const NODE_CODES = ['needs_review', 'lookup_required', 'lookup_not_applied', 'failed'];
 

@@ -20,6 +20,7 @@ from peewee import JOIN
 from ..errors import LedgerError, StaleFencingToken
 from ..fencing import check_fence
 from ..store.models import Job, Lease, Operation
+from . import approvals
 from . import states as S
 from .digest import request_digest
 from ..store.rows import LeaseView
@@ -114,6 +115,12 @@ def authorize_write(tenant, operation_key, target, write, *, job_id=None, fencin
     if publish and not (row.requires_approval and is_publish(row.action)):
         _refuse("publishing needs a publish operation the ledger dispatched after an approval", operation_key,
                 action=row.action)
+    if row.requires_approval and approvals.find_live(Job.get_by_id(row.job_id), row.action, row.request_hash,
+                                                     row.target) is None:
+        # The gate spent a live approval when it dispatched; the write is forwarded only while
+        # one is still live (revoked, expired or bound to an older version: nothing goes out).
+        _refuse("this write needs a live approval for this version, content and target; none is live",
+                operation_key, action=row.action, reason="approval_required")
     digest = request_digest(write)
     if digest != row.request_hash:
         raise WriteDigestMismatch("this write is not the request the ledger dispatched under this key",

@@ -188,31 +188,38 @@ def operation_locked(op_pk):
 # stands in the way of, one confirms every item it can. Items are passed as parallel arrays
 # (unnest), each keeps its own checks: its job active, its own token current (locked FOR SHARE),
 # its key free. An item a statement leaves alone goes through the single-item path, which
-# answers it exactly as POST /begin or /confirm would. Keys repeated within one batch are
-# claimed for their first item only (the caller leaves the others out, `claim` false).
+# answers it exactly as POST /begin or /confirm would.
+# Only an item whose computed key (`k`: explicit, or the job's default key) is named by no other
+# item of the batch is claimed here, whatever the other item's job or eligibility: two items of
+# one key must be answered in order, the second seeing what the first left (a default key and
+# an explicit key can be the same row, and so can one explicit key sent for two jobs). Joining
+# the inserted rows back on a repeated key answered both items dispatch for one row.
 _BEGIN_MANY = (
     "WITH v AS (SELECT * FROM unnest($2::int[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[],"
-    " $8::text[], $9::text[]) AS v(ord, job_id, key, action, digest, token, target, summary)),"
+    " $8::text[], $9::text[], $14::bool[]) AS v(ord, job_id, key, action, digest, token, target, summary, eligible)),"
     " j AS (SELECT v.*, job.id AS job_pk, job.task_version, job.budgets,"
     " COALESCE(v.key, job.tenant || ':' || job.job_id || ':v' || job.task_version || ':' || v.action) AS k"
     " FROM v JOIN job ON job.tenant = $1::text AND job.job_id = v.job_id),"
-    " live AS (SELECT job.id FROM job WHERE job.id IN (SELECT job_pk FROM j)"
+    " u AS (SELECT j.* FROM j WHERE j.eligible AND NOT EXISTS (SELECT 1 FROM j AS other"
+    " WHERE other.k = j.k AND other.ord <> j.ord) AND NOT EXISTS (SELECT 1 FROM v AS other"
+    " WHERE other.key = j.k AND other.ord <> j.ord)),"
+    " live AS (SELECT job.id FROM job WHERE job.id IN (SELECT job_pk FROM u)"
     " AND job.status NOT IN ('cancelled', 'halted') FOR SHARE),"
-    " fence AS (SELECT lease.job_id, lease.fencing_token FROM lease WHERE lease.job_id IN (SELECT job_pk FROM j)"
+    " fence AS (SELECT lease.job_id, lease.fencing_token FROM lease WHERE lease.job_id IN (SELECT job_pk FROM u)"
     " FOR SHARE),"
     " ins AS (INSERT INTO operation (" + ", ".join(INSERT_COLS) + ")"
-    " SELECT $1::text, j.k, j.job_pk, j.task_version, j.action, j.digest, 'SENT', 1,"
-    " COALESCE(NULLIF(trunc((j.budgets::jsonb ->> 'max_attempts')::numeric)::int, 0), $10::int),"
-    " j.token, j.target, false, j.summary, 0, $11::float8, $11::float8"
-    " FROM j JOIN live ON live.id = j.job_pk JOIN fence ON fence.job_id = j.job_pk AND fence.fencing_token = j.token"
-    " WHERE (j.budgets IS NULL OR NOT (j.budgets::jsonb ?| ARRAY['deadline_s', 'max_cost', 'max_tool_calls']))"
-    " AND coalesce(jsonb_typeof(j.budgets::jsonb -> 'max_attempts'), 'number') = 'number'"
+    " SELECT $1::text, u.k, u.job_pk, u.task_version, u.action, u.digest, 'SENT', 1,"
+    " COALESCE(NULLIF(trunc((u.budgets::jsonb ->> 'max_attempts')::numeric)::int, 0), $10::int),"
+    " u.token, u.target, false, u.summary, 0, $11::float8, $11::float8"
+    " FROM u JOIN live ON live.id = u.job_pk JOIN fence ON fence.job_id = u.job_pk AND fence.fencing_token = u.token"
+    " WHERE (u.budgets IS NULL OR NOT (u.budgets::jsonb ?| ARRAY['deadline_s', 'max_cost', 'max_tool_calls']))"
+    " AND coalesce(jsonb_typeof(u.budgets::jsonb -> 'max_attempts'), 'number') = 'number'"
     " ON CONFLICT (tenant, operation_key) DO NOTHING RETURNING id, operation_key, job_id, task_version, max_attempts),"
     " ev AS (INSERT INTO operation_event (" + EVENT_COLS + ")"
-    " SELECT ins.id, ins.job_id, NULL, 'SENT', $12::text, j.token, $13::text, $11::float8"
-    " FROM ins JOIN j ON j.k = ins.operation_key)"
-    " SELECT j.ord, ins.id, ins.operation_key, ins.job_id, ins.task_version, ins.max_attempts"
-    " FROM ins JOIN j ON j.k = ins.operation_key"
+    " SELECT ins.id, ins.job_id, NULL, 'SENT', $12::text, u.token, $13::text, $11::float8"
+    " FROM ins JOIN u ON u.k = ins.operation_key)"
+    " SELECT u.ord, ins.id, ins.operation_key, ins.job_id, ins.task_version, ins.max_attempts"
+    " FROM ins JOIN u ON u.k = ins.operation_key"
 )
 _CONFIRM_MANY = (
     "WITH v AS (SELECT * FROM unnest($2::int[], $3::text[], $4::text[], $5::text[], $6::int[])"
@@ -230,20 +237,22 @@ _CONFIRM_MANY = (
     " ($9::jsonb || jsonb_build_object('remote_id', remote_id))::text, $7::float8 FROM upd)"
     " SELECT * FROM upd"
 )
-_PREPARED.update({"durable_begin_many": (_BEGIN_MANY, 13), "durable_confirm_many": (_CONFIRM_MANY, 9)})
+_PREPARED.update({"durable_begin_many": (_BEGIN_MANY, 14), "durable_confirm_many": (_CONFIRM_MANY, 9)})
 
 
 def begin_many(tenant, claims, actor, now, detail, default_max_attempts):
     """Claim new operations for ``claims`` [(ord, job_id, key or None, action, digest, token, target,
-    summary)] in one statement: {ord: operation} for the items claimed."""
+    summary, eligible)] in one statement: {ord: operation} for the items claimed. Every item of the
+    batch is passed, the ineligible ones (an approval may be needed) too: their keys count when the
+    statement looks for keys named twice."""
     cols = list(zip(*claims))
     params = (tenant, list(cols[0]), list(cols[1]), list(cols[2]), list(cols[3]), list(cols[4]), list(cols[5]),
               list(cols[6]), [json_codec.db_value(s) for s in cols[7]], default_max_attempts, now, actor,
-              json_codec.db_value(detail))
+              json_codec.db_value(detail), list(cols[8]))
     by_ord = {c[0]: c for c in claims}
     out = {}
     for ord_, op_id, key, job_pk, version, max_attempts in _execute("durable_begin_many", params).fetchall():
-        _o, _job_id, _key, action, digest, token, target, summary = by_ord[ord_]
+        _o, _job_id, _key, action, digest, token, target, summary, _eligible = by_ord[ord_]
         out[ord_] = Operation(id=op_id, tenant=tenant, operation_key=key, job=job_pk, task_version=version,
                               action=action, request_hash=digest, state="SENT", attempt=1, max_attempts=max_attempts,
                               retryable=None, fencing_token=token, target=target, requires_approval=False,

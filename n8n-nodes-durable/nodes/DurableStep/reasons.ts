@@ -45,6 +45,12 @@ export const REASONS: Readonly<Record<string, string>> = {
 	// Refusals the node routes to Needs Attention instead of failing, under the ledger's error codes.
 	digest_mismatch:
 		'This step was already begun with a different payload. Either the content really changed (bump the job task version) or the payload expression is not deterministic (timestamps, random IDs): make it stable.',
+	action_mismatch:
+		'This operation key was already begun for another action. An operation key names one side effect: give this step its own key (or leave Operation Key empty for the default).',
+	target_mismatch:
+		'This operation key was already begun for another target (site, endpoint). Give this step its own key, or send the target it was begun with.',
+	job_mismatch:
+		'This operation key belongs to another job. Operation keys are unique per tenant: include the job ID in the key, or leave Operation Key empty for the default.',
 	stale_fencing_token:
 		"Another execution took over this job's lease after this one started. This execution must stop; the newer one continues.",
 

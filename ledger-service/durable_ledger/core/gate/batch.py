@@ -24,7 +24,10 @@ def begin_many(principal, bodies, config=None):
             slots.append(None)
         except LedgerError as exc:
             slots.append(exc)
-    claimed = store.begin_many(principal.tenant, _claims(reqs), principal.actor, time.time(),
+    claims = _claims(reqs)
+    if not any(c[-1] for c in claims):
+        claims = []  # nothing the statement could claim: skip the round trip
+    claimed = store.begin_many(principal.tenant, claims, principal.actor, time.time(),
                                stamp({"attempt": 1}), config.default_max_attempts)
     for i, req in reqs.items():
         if i in claimed:
@@ -38,15 +41,9 @@ def begin_many(principal, bodies, config=None):
 
 
 def _claims(reqs):
-    """The items the one statement may claim: no approval could be needed, and the first item of
-    the batch for its key (a repeat is answered by the single-item gate, after the first)."""
-    seen, claims = set(), []
-    for i, req in reqs.items():
-        name = (req.job_id, req.operation_key or ("default", req.action))
-        if name in seen or approvals.may_need_approval(req.action, req.requires_approval):
-            seen.add(name)
-            continue
-        seen.add(name)
-        claims.append((i, req.job_id, req.operation_key, req.action, req.digest, req.fencing_token, req.target,
-                       summary(req.payload) if req.payload is not MISSING else None))
-    return claims
+    """Every item for the one statement, with whether it may be claimed there (no approval could
+    be needed); the statement itself leaves alone every key two items name (store/postgres.py)."""
+    return [(i, req.job_id, req.operation_key, req.action, req.digest, req.fencing_token, req.target,
+             summary(req.payload) if req.payload is not MISSING else None,
+             not approvals.may_need_approval(req.action, req.requires_approval))
+            for i, req in reqs.items()]

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ... import store
-from ...errors import DigestMismatch, JobNotFound, ValidationFailed
+from ...errors import ActionMismatch, DigestMismatch, JobMismatch, JobNotFound, TargetMismatch
 from ...fencing import check_fence
 from .. import approvals
 from .. import states as S
@@ -37,6 +37,25 @@ def op_facts(op):
     return OpFacts(op.state, op.retryable, op.attempt, op.max_attempts, op.updated_at, absent)
 
 
+def check_stored(op, job, req):
+    """Once a key exists its row decides: a begin naming another job, action, target or request
+    is refused, never re-interpreted. Without this a begin could rename a PREPARED `publish`
+    (approval needed) to `set_status` and be answered dispatch for the same row: the approval
+    need would come from the request's action while the proxy publishes the stored one."""
+    if op.job_id != job.id:
+        raise JobMismatch("this operation key belongs to another job; use a key of this job",
+                          {"operation_key": op.operation_key, "field": "job_id", "given": req.job_id})
+    if op.action != req.action:
+        raise ActionMismatch(
+            f"this operation key was first used for action '{op.action}'; send that action, or use a new key",
+            {"operation_key": op.operation_key, "field": "action", "stored": op.action, "given": req.action})
+    if (op.target or None) != (req.target or None):
+        raise TargetMismatch(
+            "this operation key was first used with another target; send that target, or use a new key",
+            {"operation_key": op.operation_key, "field": "target", "stored": op.target, "given": req.target})
+    check_digest(op, req.digest)
+
+
 def check_digest(op, digest):
     if op.request_hash != digest:
         raise DigestMismatch(
@@ -55,13 +74,12 @@ def load(principal, req, now):
         raise JobNotFound(f"no job '{req.job_id}' in tenant '{tenant}'", {"job_id": req.job_id})
     check_fence(lease, req.fencing_token)
     if op is not None:
-        check_digest(op, req.digest)
-        if op.job_id != job.id:
-            raise ValidationFailed("operation key belongs to another job", {"operation_key": key})
+        check_stored(op, job, req)
     would_dispatch = op is None or op.state in (S.PREPARED, S.FAILED)
     budget = (exhausted_budget(job.budgets, job.cost, job.created_at, lambda: store.count_dispatches(job.id), now)
               if would_dispatch else None)
-    needed = approvals.needs_approval(job, req.action, req.requires_approval)
+    # Raised by the request or the stored row, never lowered by a later request.
+    needed = approvals.needs_approval(job, req.action, req.requires_approval or bool(op and op.requires_approval))
     approval = approvals.find_live(job, req.action, req.digest, req.target, now) if needed and would_dispatch \
         else None
     denial = approvals.active_denial(op, req.digest) if needed and op is not None and approval is None else None

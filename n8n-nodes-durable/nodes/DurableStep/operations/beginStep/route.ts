@@ -5,7 +5,13 @@ import { ALREADY_DONE, NEEDS_ATTENTION, PROCEED, type StepResult } from '../../t
 import type { BeginRequest } from './prepare';
 
 /** Refusals of a gate that go to Needs Attention (the others fail the item). */
-export const ROUTED_REFUSALS = new Set(['digest_mismatch', 'stale_fencing_token']);
+export const ROUTED_REFUSALS = new Set([
+	'digest_mismatch',
+	'action_mismatch',
+	'target_mismatch',
+	'job_mismatch',
+	'stale_fencing_token',
+]);
 
 /** A Needs Attention item: the input item plus what stopped the step and why. */
 export function attention(
