@@ -154,6 +154,22 @@ describe('begin step', () => {
 		assert.ok(Object.keys(json).some((k) => !['error', 'message', 'details'].includes(k)));
 	});
 
+	test('begin_step_with_another_action_for_a_stored_key_goes_to_needs_attention', async () => {
+		const jobId = uniqueJob('action');
+		const job = await startJob(jobId);
+		const key = `acme:${jobId}:custom`;
+		await begin(jobId, job.fencing_token, one({ title: 'one' }), { beginOptions: { operationKey: key } });
+		const out = await begin(jobId, job.fencing_token, one({ title: 'one' }), {
+			action: 'set_status',
+			beginOptions: { operationKey: key },
+		});
+		assert.equal(out[0].length + out[1].length, 0);
+		const { json } = out[2][0];
+		assert.equal(json.durable.reason, 'action_mismatch');
+		assert.equal(json.durable.http_status, 422);
+		assert.match(json.durable.explanation, /another action/);
+	});
+
 	test('begin_step_stale_fencing_token_goes_to_needs_attention', async () => {
 		const jobId = uniqueJob('stale');
 		const job = await startJob(jobId);
