@@ -19,6 +19,7 @@ PARAM = "%s"
 # audit while it holds the lease row) take KEY SHARE, which it does not block.
 _GUARD = "SELECT status, halt_reason, budgets, cost, created_at FROM job WHERE id = %s"
 _DISPATCHES = "SELECT count(*) FROM operation_event WHERE job_id = %s AND to_state = 'SENT'"
+_TAKEN = "SELECT 1 FROM operation WHERE tenant = %s AND operation_key = %s"
 
 # `live` locks the job row FOR SHARE: a cancel (an UPDATE of that row) either commits first, and
 # then this statement re-checks the row, finds it no longer active and inserts nothing, or waits
@@ -144,7 +145,12 @@ def claim_new(new, may_dispatch, detail, counted):
     args = [new.job_pk, new.job_pk, new.token, *new.values("SENT"), new.job_pk, new.actor, new.token, detail, new.now]
     if counted:
         with write_txn():
-            refused = may_dispatch(guard(new.job_pk, True))
+            job_row = guard(new.job_pk, True)
+            # After the job lock, so a racing claim of this job has committed: a key it took is a
+            # lost race (the next round answers reconcile), not a budget refusal (store/sqlite.py).
+            if db.execute_sql(_TAKEN, (new.tenant, new.key)).fetchone():
+                return None
+            refused = may_dispatch(job_row)
             if refused:
                 return refused
             op_id, _fenced, live = db.execute_sql(_CLAIM, args).fetchone()

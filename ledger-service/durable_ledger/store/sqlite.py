@@ -66,14 +66,19 @@ def claim_new(new, may_dispatch, detail, counted=True):
     """INSERT the SENT row and its event if the job may dispatch, the token is current and the
     key is free: the new operation, the refusal, or None (key taken or token moved)."""
     with write_txn():
+        # The key first: a claim that lost the key to a racing dispatch is a lost race (the next
+        # round reads the SENT row and answers reconcile), not a budget refusal. Checked the other
+        # way round, the last tool call's racing twin was told budget_exhausted for a step that is
+        # in flight, an answer no serial order gives.
+        if db.execute_sql("SELECT 1 FROM operation WHERE tenant = ? AND operation_key = ?",
+                          (new.tenant, new.key)).fetchone():
+            return None
         refused = may_dispatch(guard(new.job_pk, True))
         if refused:
             return refused
         fenced = db.execute_sql("SELECT 1 FROM lease WHERE job_id = ? AND fencing_token = ?",
                                 (new.job_pk, new.token)).fetchone()
-        taken = db.execute_sql("SELECT 1 FROM operation WHERE tenant = ? AND operation_key = ?",
-                               (new.tenant, new.key)).fetchone()
-        if not fenced or taken:
+        if not fenced:
             return None
         op_id = db.execute_sql(_INSERT_OP, new.values("SENT")).lastrowid
         db.execute_sql(_INSERT_EVENT, (op_id, new.job_pk, None, "SENT", new.actor, new.token, detail, new.now))
