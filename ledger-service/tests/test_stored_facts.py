@@ -182,3 +182,25 @@ def test_the_proxy_forwards_an_approval_bound_write_only_while_its_approval_is_l
     with pytest.raises(WriteNotDispatched) as refused:
         authorize_write("acme", asked["operation_key"], "wordpress:site", payload, publish=True)
     assert refused.value.details["reason"] == "approval_required"
+
+
+def test_a_claim_that_lost_its_key_to_the_last_tool_call_is_a_lost_race_not_a_budget_refusal(client):
+    """Two begins of one key read "no row, 0 of 1 calls used"; the first claims. The second's
+    claim must come back as a lost race (its next round reads the SENT row: reconcile), not as
+    budget_exhausted, which no serial order answers for a step in flight."""
+    import time
+
+    from durable_ledger import store
+    from durable_ledger.core.gate import decide as D
+    from durable_ledger.store.rows import NewOp
+
+    t = _job(client, "calls", budgets={"max_tool_calls": 1})
+    first = _begin(client, job_id="calls", action="a", payload={}, fencing_token=t).get_json()
+    assert first["decision"] == "dispatch"
+    op = Operation.get(Operation.operation_key == first["operation"]["operation_key"])
+    now = time.time()
+    twin = NewOp("acme", op.operation_key, op.job_id, 1, "a", op.request_hash, t, None, False, 3, "test", None, now)
+    assert store.claim_new(twin, lambda guard: D.budget_refusal(guard, now), True, {}) is None
+    again = _begin(client, job_id="calls", action="a", payload={}, fencing_token=t).get_json()
+    assert (again["decision"], again["reason"]) == ("reconcile", "in_flight")
+    assert _sent() == 1
