@@ -209,9 +209,13 @@ def test_halted_job_dispatches_nothing(job, runner):
 
 
 def test_requires_approval_halts_and_records_intent(job, runner):
-    out = _begin(runner, job, action="publish", requires_approval=True)
+    out = _begin(runner, job, action="publish", requires_approval=True, target="site:test")
     assert (out["decision"], out["reason"]) == ("halt", "approval_required")
     assert Operation.get().state == S.PREPARED
+    # The same key for another target is refused, never dispatched under the stored row.
+    with pytest.raises(Exception) as exc:
+        _begin(runner, job, action="publish", requires_approval=True)
+    assert exc.value.code == "target_mismatch"
     # A live approval bound to this version, action, digest and target lets it dispatch.
     from durable_ledger.core import approvals
 
