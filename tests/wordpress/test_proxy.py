@@ -22,7 +22,9 @@ from durable_ledger.api.answers import answer_dict
 from durable_ledger.core import approvals, gate, jobs, leases, operations
 from durable_ledger.core.digest import request_digest
 from durable_ledger.core.dispatch_auth import remote_job_id
+from durable_ledger.errors import LedgerError
 from durable_ledger.store.db import db
+from durable_ledger.store.models import Operation
 from durable_ledger.proxy import create_proxy_app
 
 TOKENS = ("acme:runner:runner-token:test+lossy+plain,"
@@ -439,6 +441,44 @@ def test_proxy_publishes_only_the_approved_post_on_the_approved_site_once(proxy_
     assert again.status_code in (403, 422)
     assert _published(wordpress_site, post_id, other_post) == [post_id]
     print(f"\n[count] publish attempts 6 (1 approved): published {len(_published(wordpress_site, post_id, other_post))}")
+
+
+def test_a_publish_renamed_or_stripped_of_its_approval_need_publishes_nothing(proxy_client, wordpress_site):
+    """Issue 22, defect 1, counted in WordPress: the PREPARED publish begun again as set_status
+    (or without requires_approval) is refused, and the proxy publishes nothing; once an approval
+    is revoked after its dispatch, a retried forward of the SENT publish is refused too."""
+    uid = _uid()
+    job = f"job-{uid}"
+    post_id = _draft(proxy_client, uid, job=job)
+    content = _wp_status(wordpress_site, post_id)["content"]["raw"]
+    body = {"content_sha256": hashlib.sha256(content.encode()).hexdigest(), "title": f"Pipeline {uid}"}
+    payload = {**body, "post_id": post_id}
+    runner = Principal("acme", "runner", "test")
+    token = _lease(job, pipeline="article")
+    with db.connection_context():
+        halted = _gate_answer(runner, job, "publish", token, payload=payload, target="wordpress:test")
+        key = halted["operation"]["operation_key"]
+        refusals = []
+        for action in ("set_status", "update_post"):
+            try:
+                gate.begin(runner, job, action, token, payload=payload, target="wordpress:test", operation_key=key)
+            except LedgerError as exc:
+                refusals.append(exc.code)
+        state = Operation.get(Operation.operation_key == key).state
+    assert (halted["reason"], refusals, state) == ("approval_required", ["action_mismatch"] * 2, "PREPARED")
+    ident = {"operation_key": key, "job_id": job, "fencing_token": token}
+    refused = proxy_client("POST", f"/v1/sites/test/posts/{post_id}/publish", json={**body, **ident})
+    assert refused.status_code == 403
+    with db.connection_context():
+        approval = approvals.grant(Principal("acme", "approver", "ed"), job, 1, "publish", request_digest(payload),
+                                   "wordpress:test", time.time() + 600)
+        assert _gate_answer(runner, job, "publish", token, payload=payload, target="wordpress:test")["decision"] \
+            == "dispatch"
+        approvals.revoke(Principal("acme", "approver", "ed"), approval.id)
+    after_revoke = proxy_client("POST", f"/v1/sites/test/posts/{post_id}/publish", json={**body, **ident})
+    assert (after_revoke.status_code, after_revoke.json["error"]["details"].get("reason")) == (403, "approval_required")
+    assert _published(wordpress_site, post_id) == []
+    print(f"\n[count] renamed / revoked publish: refusals {len(refusals) + 2}, published {len(_published(wordpress_site, post_id))}")
 
 
 def test_proxy_refuses_to_publish_content_changed_after_approval(proxy_client, wordpress_site):
