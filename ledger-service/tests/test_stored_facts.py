@@ -204,3 +204,27 @@ def test_a_claim_that_lost_its_key_to_the_last_tool_call_is_a_lost_race_not_a_bu
     again = _begin(client, job_id="calls", action="a", payload={}, fencing_token=t).get_json()
     assert (again["decision"], again["reason"]) == ("reconcile", "in_flight")
     assert _sent() == 1
+
+
+def test_a_prepare_that_lost_its_key_to_another_payload_is_a_digest_mismatch(client, monkeypatch):
+    """Stateful finding F4: a begin decides "no row: prepare" while another payload's begin of the
+    same key prepares first (run inside store.insert_prepared here, deterministically)."""
+    from durable_ledger import store
+    from durable_ledger.auth import Principal
+    from durable_ledger.core import gate
+
+    t = _job(client, "f4", pipeline="article")
+    real, raced = store.insert_prepared, []
+
+    def racing(new, detail):
+        if not raced:  # the first PREPARE only: the racing begin's own insert goes through
+            raced.append(None)
+            raced[0] = gate.begin(Principal("acme", "runner", "test"), "f4", "publish", t, payload={"p": 1})
+        return real(new, detail)
+
+    monkeypatch.setattr(store, "insert_prepared", racing)
+    r = _begin(client, job_id="f4", action="publish", payload={"p": 2}, fencing_token=t,
+               operation_key="acme:f4:v1:publish")
+    assert raced[0].reason == "approval_required"
+    assert (r.status_code, r.get_json()["error"]["code"]) == (422, "digest_mismatch")
+    assert Operation.select().count() == 1 and _sent() == 0

@@ -20,7 +20,7 @@ from ..digest import request_digest
 from ..n8n_context import stamp
 from ..render import iso
 from . import decide as D
-from .facts import load, op_facts
+from .facts import check_stored, load, op_facts
 from .request import MISSING, Answer, BeginRequest, GateConfig
 from .summary import summary
 
@@ -75,10 +75,14 @@ def decide_round(principal, req):
 
 def act(principal, req, loaded, d, extras, now):
     job, op = loaded.job, loaded.op
-    if d.refusal:
-        _record(principal, req, loaded, d)
     if d.act == D.PREPARE:
         op = store.insert_prepared(_new_op(principal, req, loaded, now), stamp({"reason": "approval_required"}))
+        # The key may have been taken between our load and this insert (the store then returns
+        # the row that is there): answer as a begin that had loaded that row would, e.g. 422
+        # digest_mismatch for another payload, not "approval_required" for someone else's content.
+        check_stored(op, job, req)
+    if d.refusal:
+        _record(principal, req, loaded, d)
     if d.act in (D.CLAIM_NEW, D.CLAIM_RETRY):
         if d.use_approval:
             _spend(principal, job, req, loaded.approval)
