@@ -1,0 +1,687 @@
+"""Invariants under random histories (issue 22, build item 3): Hypothesis rule-based state
+machines drive the ledger's HTTP API, both backends, and check after every step.
+
+Rules are the API calls: create jobs (article and generic, budgets max_attempts and
+max_tool_calls), take leases and take over (older tokens are kept and sent again), begin on the
+single route and in batches (default keys, explicit keys, explicit keys equal to a computed
+default, keys shared across jobs and repeated inside one batch, a begin repeated with its action,
+target, payload or approval need changed), confirm, outcome, fail, unknown, lookup-result,
+approve, deny, grant and revoke approvals, bump the version, cancel.
+
+After every call the tables are read (stateful_checks.py: one dispatch per key and attempt, no
+SENT without a live matching approval where one is needed, nothing under a stale token or after
+a cancel, every refusal in the error shape, never a 5xx), then the answer is compared with the
+model of the decision table (stateful_model.py), then the operation rows with the model's.
+
+Two machines: `InProcess` through the Flask test client, and `Served` through a real
+`durable-ledger serve` (gunicorn, 2 workers x 4 threads), which adds a rule that races
+concurrent begins of one key (single and batch, default and explicit keys, another payload, a
+takeover) from threads: the answers must be those of some serial order of the racing items.
+
+Profiles (`DURABLE_STATEFUL_PROFILE`): `ci` (default) and `long`; see docs/architecture.md.
+"""
+
+import itertools
+from collections import Counter
+import os
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+from urllib.parse import quote
+
+import pytest
+import requests
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule, run_state_machine_as_test
+
+from peewee import fn
+
+from conftest import TOKENS
+from durable_ledger.api import create_app
+from durable_ledger.config import Config
+from durable_ledger.store.models import OperationEvent
+from servers import LedgerServer
+from stateful_checks import Violation, check_ledger, error_shape, model_from_db, reset_tables, sync_problem
+from stateful_model import ANY, Err, MApproval, MJob, Model, MOp, Ok, default_key, digest_of
+
+PROFILES = {  # examples, steps per example: (in process, served)
+    "ci": ((30, 30), (8, 20)),
+    "long": ((400, 60), (60, 40)),
+}
+PROFILE = os.environ.get("DURABLE_STATEFUL_PROFILE", "ci")
+# DURABLE_STATEFUL_STRICT=0: an answer the model does not expect is printed and the model rebuilt
+# from the tables, so that a run keeps checking the invariants past a known divergence.
+STRICT = os.environ.get("DURABLE_STATEFUL_STRICT", "1") != "0"
+DIVERGED = Counter()
+KNOWN_SEEN = Counter()  # tolerated findings met in a race
+
+JOBS = ("j0", "j1", "j2")
+ACTIONS = ("publish", "set_status", "alias", "send")
+TARGETS = (None, "site:a", "site:b")
+PAYLOADS = ({"p": 1}, {"p": 2}, {"post_id": 9, "content_sha256": "ab" * 32})
+DIGESTS = tuple(digest_of(p) for p in PAYLOADS)
+SHARED_KEYS = ("acme:shared:1", "acme:shared:2")
+RUNNER, APPROVER = "runner-token", "approver-token"
+LATER = (datetime.now(timezone.utc) + timedelta(days=30)).isoformat()
+
+# A begin as drawn: (job index, action, payload index, key choice, target, requires_approval, token age).
+# Key choice: None (the default key), ("explicit", key), or ("computed", job index, action): an
+# explicit key spelled like that job's default key for that action.
+keys = st.one_of(st.none(), st.none(), st.tuples(st.just("explicit"), st.sampled_from(SHARED_KEYS)),
+                 st.tuples(st.just("computed"), st.integers(0, 2), st.sampled_from(ACTIONS)))
+ages = st.sampled_from((0, 0, 0, 0, 1, 2, -1))  # 0: the current token; n: n takeovers old; -1: never issued
+begins = st.tuples(st.integers(0, 2), st.sampled_from(ACTIONS), st.integers(0, 2), keys, st.sampled_from(TARGETS),
+                   st.sampled_from((False, False, False, True)), ages)
+changes = st.sampled_from(("action", "target", "payload", "requires_approval", "computed_key", "same", "token"))
+budgets = st.fixed_dictionaries({}, optional={"max_attempts": st.integers(1, 3), "max_tool_calls": st.integers(0, 4)})
+
+
+class Driver:
+    """Calls the API and returns (status, JSON body)."""
+
+    def call(self, method, path, body=None, token=RUNNER):
+        raise NotImplementedError
+
+
+class ClientDriver(Driver):
+    def __init__(self, client):
+        self.client = client
+
+    def call(self, method, path, body=None, token=RUNNER):
+        r = self.client.open(path, method=method, json=body, headers={"Authorization": f"Bearer {token}"})
+        return r.status_code, r.get_json(silent=True)
+
+
+class HttpDriver(Driver):
+    def __init__(self, url):
+        self.url, self.local = url, threading.local()
+
+    def call(self, method, path, body=None, token=RUNNER):
+        session = getattr(self.local, "session", None) or requests.Session()
+        self.local.session = session
+        r = session.request(method, self.url + path, json=body, headers={"Authorization": f"Bearer {token}"},
+                            timeout=60)
+        try:
+            return r.status_code, r.json()
+        except ValueError:
+            return r.status_code, {"raw": r.text[:300]}
+
+
+def _result(status, body):
+    """What the model compares: Ok(decision, reason, attempt) for a gate answer, Ok() for another
+    2xx, Err(status, code) for a refusal."""
+    if status >= 400:
+        return Err(status, body["error"]["code"])
+    if isinstance(body, dict) and "decision" in body:
+        op = body.get("operation") or {}
+        return Ok(body["decision"], body.get("reason"), op.get("attempt") if body["decision"] == "dispatch" else None)
+    return Ok()
+
+
+def _matches(expect, got):
+    if isinstance(expect, Err):
+        return isinstance(got, Err) and got.status == expect.status and expect.code in (ANY, got.code)
+    if not isinstance(got, Ok):
+        return False
+    if expect.decision == "ok":
+        return got.decision == "ok"
+    return (got.decision, got.reason) == (expect.decision, expect.reason) and \
+        (expect.attempt is None or got.attempt == expect.attempt)
+
+
+class LedgerMachine(RuleBasedStateMachine):
+    driver: Driver = None
+
+    def __init__(self):
+        super().__init__()
+        reset_tables()
+        self.model = Model()
+        self.dispatched = set()  # (key, attempt) answered dispatch
+        self.cancelled_sent = {}  # job -> SENT events when its cancel answered
+        self.approval_ids = []  # the model's approvals, by index: their ids
+        self.seen_event = 0
+        self.last_begin = None
+        self.violated = set()
+        self.history = []
+
+    # ---- plumbing --------------------------------------------------------------------------
+
+    def call(self, method, path, body=None, token=RUNNER):
+        self.history.append(f"{method} {path} {body}")
+        status, body = self.driver.call(method, path, body, token)
+        error_shape(status, body)
+        return status, body
+
+    def settle(self, outcomes, status, body, what, sync=True):
+        """Check the tables, then pick the model's outcome that matches the answer and apply it
+        (``sync``: then compare the operation rows with the model's)."""
+        self.check_tables()
+        got = _result(status, body)
+        self.note_dispatch(got, body)
+        for out in outcomes:
+            if _matches(out.expect, got):
+                before = len(self.model.approvals)
+                if out.apply is not None:
+                    out.apply(self.model)
+                self.note_approvals(before, body)
+                if sync:
+                    self.check_sync(what)
+                return got
+        problem = (f"model: {what} answered {got} ({str(body)[:400]}); the decision table says one of "
+                   f"{[o.expect for o in outcomes]}")
+        if STRICT:
+            raise AssertionError(problem)
+        self.diverged(problem, got)
+        return got
+
+    def diverged(self, problem, got):
+        """Not strict: note the answer the model did not expect and go on from the tables."""
+        kind = got.code if isinstance(got, Err) else f"{got.decision}/{got.reason}"
+        DIVERGED[kind] += 1
+        if DIVERGED[kind] == 1:
+            print(problem)
+        self.model, self.approval_ids = model_from_db(Model, MJob, MOp, MApproval, time.time())
+
+    def note_dispatch(self, got, body):
+        if isinstance(got, Ok) and got.decision == "dispatch":
+            claim = (body["operation"]["operation_key"], got.attempt)
+            if claim in self.dispatched:
+                exc = Violation(f"one_dispatch: a second dispatch answer for {claim}")
+                if STRICT:
+                    raise exc
+                print(f"VIOLATION {exc}\n  after: {self.history}")
+            self.dispatched.add(claim)
+
+    def note_approvals(self, before, body):
+        for _ in range(len(self.model.approvals) - before):
+            a = body.get("approval") or body
+            self.approval_ids.append(a["id"])
+
+    def check_tables(self, racing=False):
+        tokens = None if racing else {n: j.token for n, j in self.model.jobs.items()}
+        try:
+            self.seen_event = check_ledger(self.cancelled_sent, tokens, self.seen_event)
+        except Violation as exc:
+            if STRICT:
+                raise
+            # Not strict: every distinct violation is printed once, with the history so far.
+            name = str(exc).split(":")[0]
+            if name not in self.violated:
+                self.violated.add(name)
+                print(f"VIOLATION {exc}\n  after: {self.history}")
+            self.seen_event = max(self.seen_event, OperationEvent.select(fn.MAX(OperationEvent.id)).scalar() or 0)
+
+    def check_sync(self, what):
+        problem = sync_problem(self.model)
+        if problem and STRICT:
+            raise AssertionError(f"model: after {what}, {problem}")
+        if problem:
+            self.diverged(problem, Err(0, "rows"))
+
+    def job_name(self, i):
+        names = sorted(self.model.jobs)
+        return names[i % len(names)]
+
+    def token(self, name, age):
+        current = self.model.jobs[name].token if name in self.model.jobs else 1
+        return current + 1 if age < 0 else max(1, current - age)
+
+    def op_key(self, i):
+        names = sorted(self.model.ops)
+        return names[i % len(names)] if names else "acme:no-such-operation"
+
+    # ---- jobs and leases -------------------------------------------------------------------
+
+    @initialize(pipeline=st.sampled_from(("article", "generic")), budgets=budgets)
+    def first_job(self, pipeline, budgets):
+        self.create_job(0, pipeline, budgets)
+
+    @precondition(lambda self: len(self.model.jobs) < len(JOBS))
+    @rule(i=st.integers(0, 2), pipeline=st.sampled_from(("article", "generic")), budgets=budgets)
+    def create_job(self, i, pipeline, budgets):
+        name = next(n for n in JOBS[i:] + JOBS if n not in self.model.jobs)
+        outs = self.model.create_job(name, pipeline, budgets)
+        status, body = self.call("PUT", f"/v1/jobs/{name}", {"pipeline": pipeline, "budgets": budgets})
+        self.settle(outs, status, body, f"create {name}")
+        outs = self.model.lease(name, "w1", False)
+        status, body = self.call("POST", f"/v1/jobs/{name}/lease", {"owner": "w1"})
+        self.settle(outs, status, body, f"lease {name}")
+
+    @rule(i=st.integers(0, 2), owner=st.sampled_from(("w1", "w2")), takeover=st.booleans())
+    def lease(self, i, owner, takeover):
+        name = self.job_name(i)
+        outs = self.model.lease(name, owner, takeover)
+        status, body = self.call("POST", f"/v1/jobs/{name}/lease", {"owner": owner, "takeover": takeover})
+        self.settle(outs, status, body, f"lease {name} {owner} takeover={takeover}")
+        if status == 200:
+            assert body["fencing_token"] == self.model.jobs[name].token, body
+
+    @rule(i=st.integers(0, 2), age=ages)
+    def bump_version(self, i, age):
+        name = self.job_name(i)
+        token = self.token(name, age)
+        outs = self.model.bump_version(name, token)
+        status, body = self.call("POST", f"/v1/jobs/{name}/versions", {"fencing_token": token})
+        self.settle(outs, status, body, f"bump version of {name}")
+
+    @rule(i=st.integers(0, 2))
+    def cancel(self, i):
+        name = self.job_name(i)
+        outs = self.model.cancel(name)
+        status, body = self.call("POST", f"/v1/jobs/{name}/cancel", {"reason": "stateful"})
+        self.settle(outs, status, body, f"cancel {name}")
+        if status == 200:
+            self.cancelled_sent[name] = self.model.jobs[name].dispatches
+
+    # ---- the gate --------------------------------------------------------------------------
+
+    def begin_body(self, spec):
+        ji, action, pi, key, target, requires_approval, age = spec
+        name = self.job_name(ji)
+        if key is not None and key[0] == "computed":
+            other = self.job_name(key[1])
+            key = default_key(other, self.model.jobs[other].version, key[2])
+        elif key is not None:
+            key = key[1]
+        body = {"job_id": name, "action": action, "payload": PAYLOADS[pi], "fencing_token": self.token(name, age)}
+        if key is not None:
+            body["operation_key"] = key
+        if target is not None:
+            body["target"] = target
+        if requires_approval:
+            body["requires_approval"] = True
+        return body
+
+    def expect_begin(self, model, body):
+        return model.begin(body["job_id"], body["action"], digest_of(body["payload"]), body.get("operation_key"),
+                           body.get("target"), body.get("requires_approval", False), body["fencing_token"])
+
+    def single_begin(self, body):
+        self.last_begin = body
+        outs = self.expect_begin(self.model, body)
+        status, resp = self.call("POST", "/v1/operations/begin", body)
+        self.settle(outs, status, resp, f"begin {body}")
+
+    @rule(spec=begins)
+    def begin(self, spec):
+        self.single_begin(self.begin_body(spec))
+
+    @precondition(lambda self: self.last_begin is not None)
+    @rule(change=changes, pick=st.integers(0, 3))
+    def begin_again(self, change, pick):
+        """The last begin again, one field changed (the issue's doors: same key, other facts)."""
+        self.single_begin(self.changed(self.last_begin, change, pick))
+
+    def changed(self, body, change, pick):
+        body = dict(body)
+        name = body["job_id"]
+        if name not in self.model.jobs:
+            return body
+        if change in ("action", "target", "payload", "requires_approval") and "operation_key" not in body:
+            # keep the key the first begin used, so the change reaches the stored operation
+            body["operation_key"] = default_key(name, self.model.jobs[name].version, body["action"])
+        if change == "action":
+            body["action"] = [a for a in ACTIONS if a != body["action"]][pick % 3]
+        elif change == "target":
+            others = [t for t in TARGETS if t != body.get("target")]
+            body.pop("target", None)
+            if others[pick % 2] is not None:
+                body["target"] = others[pick % 2]
+        elif change == "payload":
+            body["payload"] = [p for p in PAYLOADS if p != body["payload"]][pick % 2]
+        elif change == "requires_approval":
+            if body.pop("requires_approval", False) is False:
+                body["requires_approval"] = True
+        elif change == "computed_key":
+            if "operation_key" in body:
+                body.pop("operation_key")
+            else:
+                body["operation_key"] = default_key(name, self.model.jobs[name].version, body["action"])
+        elif change == "token":
+            body["fencing_token"] = self.model.jobs[name].token
+        return body
+
+    @rule(items=st.lists(st.tuples(begins, st.one_of(st.none(), changes), st.integers(0, 3)), min_size=1,
+                         max_size=4),
+          confirms=st.lists(st.tuples(st.integers(0, 7), ages, st.sampled_from(("r1", "r2"))), max_size=2))
+    def batch(self, items, confirms):
+        """POST /v1/operations/batch: confirms, then begins; an item with a change repeats the
+        previous item of the batch with that change (a key repeated inside one batch)."""
+        bodies = []
+        for spec, change, pick in items:
+            bodies.append(self.changed(bodies[-1], change, pick) if change and bodies else self.begin_body(spec))
+        conf = []
+        for oi, age, remote in confirms:
+            key = self.op_key(oi)
+            job = self.model.ops[key].job if key in self.model.ops else "j0"
+            conf.append({"operation_key": key, "fencing_token": self.token(job, age), "remote_id": remote})
+        status, resp = self.call("POST", "/v1/operations/batch", {"confirm": conf, "begin": bodies})
+        self.check_tables()
+        assert status == 200, resp
+        for item, slot in zip(conf, resp["confirm"]):
+            self.settle_slot(self.model.confirm(item["operation_key"], item["fencing_token"], item["remote_id"]), slot,
+                             f"batch confirm {item}")
+        for body, slot in zip(bodies, resp["begin"]):
+            self.settle_slot(self.expect_begin(self.model, body), slot, f"batch begin {body} (batch {bodies})")
+        if bodies:
+            self.last_begin = bodies[-1]
+        self.check_sync(f"batch {conf} {bodies}")
+
+    def settle_slot(self, outs, slot, what):
+        status = slot["error"]["http_status"] if "error" in slot else 200
+        error_shape(status, slot, slot=True)
+        self.settle(outs, status, slot, what, sync=False)
+
+    # ---- outcomes --------------------------------------------------------------------------
+
+    def op_call(self, verb, i, age, body):
+        key = self.op_key(i)
+        job = self.model.ops[key].job if key in self.model.ops else "j0"
+        body = {"fencing_token": self.token(job, age), **body}
+        status, resp = self.call("POST", f"/v1/operations/{quote(key, safe='')}/{verb}", body)
+        return key, body["fencing_token"], status, resp
+
+    @rule(i=st.integers(0, 7), age=ages, remote=st.sampled_from(("r1", "r2")))
+    def confirm(self, i, age, remote):
+        key, tok, status, resp = self.op_call("confirm", i, age, {"remote_id": remote})
+        self.settle(self.model.confirm(key, tok, remote), status, resp, f"confirm {key} token {tok} remote {remote}")
+
+    @rule(i=st.integers(0, 7), age=ages, retryable=st.booleans())
+    def fail(self, i, age, retryable):
+        key, tok, status, resp = self.op_call("fail", i, age, {"retryable": retryable, "error": {"m": "x"}})
+        self.settle(self.model.fail(key, tok, retryable), status, resp, f"fail {key} token {tok}")
+
+    @rule(i=st.integers(0, 7), age=ages)
+    def unknown(self, i, age):
+        # the model is asked after the call: only `settle` changes it
+        key, tok, status, resp = self.op_call("unknown", i, age, {})
+        self.settle(self.model.unknown(key, tok), status, resp, f"unknown {key} token {tok}")
+
+    OUTCOMES = {"ok": {"http_status": 201, "remote_id": "r1"}, "invalid": {"http_status": 422},
+                "forbidden": {"http_status": 403}, "error": {"http_status": 500}, "timeout": {"error_kind": "timeout"}}
+
+    @rule(i=st.integers(0, 7), age=ages, kind=st.sampled_from(sorted(OUTCOMES)))
+    def outcome(self, i, age, kind):
+        key, tok, status, resp = self.op_call("outcome", i, age, dict(self.OUTCOMES[kind]))
+        self.settle(self.model.outcome(key, tok, kind, "r1"), status, resp, f"outcome {kind} {key} token {tok}")
+
+    @rule(i=st.integers(0, 7), age=ages, result=st.sampled_from(("found", "absent", "absent", "undecidable")),
+          stale_attempt=st.booleans())
+    def lookup(self, i, age, result, stale_attempt):
+        key = self.op_key(i)
+        attempt = self.model.ops[key].attempt if key in self.model.ops else 1
+        attempt = max(1, attempt - 1) if stale_attempt else attempt
+        body = {"attempt": attempt, "result": result, **({"remote_id": "r2"} if result == "found" else {})}
+        key, tok, status, resp = self.op_call("lookup-result", i, age, body)
+        self.settle(self.model.lookup(key, tok, attempt, result, "r2"), status, resp,
+                    f"lookup {result} attempt {attempt} {key} token {tok}")
+
+    # ---- approvals -------------------------------------------------------------------------
+
+    def decide(self, verb, i, right, extra):
+        key = self.op_key(i)
+        op = self.model.ops.get(key)
+        digest = op.digest if op is not None and right else DIGESTS[i % 3]
+        outs = (self.model.approve if verb == "approve" else self.model.deny)(key, digest)
+        status, resp = self.call("POST", f"/v1/operations/{quote(key, safe='')}/{verb}",
+                                 {"content_digest": digest, **extra}, token=APPROVER)
+        self.settle(outs, status, resp, f"{verb} {key} digest {digest[:8]}")
+
+    @rule(i=st.integers(0, 7), right=st.sampled_from((True, True, True, False)))
+    def approve(self, i, right):
+        self.decide("approve", i, right, {})
+
+    @rule(i=st.integers(0, 7), right=st.sampled_from((True, True, True, False)))
+    def deny(self, i, right):
+        self.decide("deny", i, right, {"reason": "no"})
+
+    @rule(i=st.integers(0, 2), version=st.sampled_from((0, 0, -1, 1)), action=st.sampled_from(ACTIONS),
+          pi=st.integers(0, 2), where=st.sampled_from(("site:a", "site:b")))
+    def grant(self, i, version, action, pi, where):
+        target = where
+        """POST /v1/approvals: a grant for some binding (often not the one a begin will ask)."""
+        name = self.job_name(i)
+        version = max(1, self.model.jobs[name].version + version)
+        outs = self.model.grant(name, version, action, DIGESTS[pi], target)
+        status, resp = self.call("POST", "/v1/approvals", {
+            "job_id": name, "task_version": version, "action": action, "content_digest": DIGESTS[pi],
+            "target": target, "expires_at": LATER}, token=APPROVER)
+        self.settle(outs, status, resp, f"grant {name} v{version} {action} {target}")
+
+    @precondition(lambda self: self.approval_ids)
+    @rule(i=st.integers(0, 7))
+    def revoke(self, i):
+        index = i % len(self.approval_ids)
+        outs = self.model.revoke(index)
+        status, resp = self.call("DELETE", f"/v1/approvals/{self.approval_ids[index]}", token=APPROVER)
+        self.settle(outs, status, resp, f"revoke approval {index}")
+
+
+def _settings(kind):
+    examples, steps = PROFILES[PROFILE][kind]
+    # DURABLE_STATEFUL_SHRINK=0: report the first failing history as found (fast, long histories).
+    shrink = os.environ.get("DURABLE_STATEFUL_SHRINK", "1") != "0"
+    phases = [Phase.explicit, Phase.reuse, Phase.generate] + ([Phase.shrink] if shrink else [])
+    return settings(max_examples=examples, stateful_step_count=steps, deadline=None, derandomize=PROFILE == "ci",
+                    suppress_health_check=list(HealthCheck), report_multiple_bugs=False, print_blob=True,
+                    phases=phases, database=None)
+
+
+@pytest.fixture
+def stateful_client(database):
+    # No backoff: the model has no clock (backoff is row 2b of the table, tested in test_gate_decide.py).
+    cfg = Config(database_url=database, bootstrap_tokens=TOKENS, log_level="WARNING", backoff_base_s=0.0)
+    app = create_app(cfg)
+    app.testing = True
+    return app.test_client()
+
+
+def test_stateful_in_process(stateful_client):
+    machine = type("InProcess", (LedgerMachine,), {"driver": ClientDriver(stateful_client)})
+    run_state_machine_as_test(machine, settings=_settings(0))
+
+
+def interleavings(seqs):
+    """Every merge of the sequences that keeps each one's order."""
+    if not any(seqs):
+        yield []
+        return
+    for i, seq in enumerate(seqs):
+        if seq:
+            for rest in interleavings(seqs[:i] + [seq[1:]] + seqs[i + 1:]):
+                yield [seq[0]] + rest
+
+
+RACERS = ("same", "same", "computed_key", "payload", "batch_pair", "takeover", "cancel")
+
+
+class ServedMachine(LedgerMachine):
+    """The same rules through a real server, plus races: concurrent requests from threads."""
+
+    @rule(spec=begins, racers=st.lists(st.sampled_from(RACERS), min_size=1, max_size=2))
+    def race(self, spec, racers):
+        """One begin and its racers at once: the same begin, the explicit key equal to the default
+        one (or the reverse), another payload, a batch of both spellings, a takeover, a cancel."""
+        base = dict(self.begin_body(spec), fencing_token=self.token(self.job_name(spec[0]), 0))
+        name = base["job_id"]
+        calls = [("begin", [base])]
+        for racer in racers:
+            if racer in ("same", "computed_key", "payload"):
+                calls.append(("begin", [self.changed(base, racer, 0) if racer != "same" else dict(base)]))
+            elif racer == "batch_pair":
+                calls.append(("batch", [dict(base), self.changed(base, "computed_key", 0)]))
+            else:
+                calls.append((racer, [name]))
+        results = self.run_together(calls)
+        self.check_tables(racing=True)
+        self.linearize(calls, results)
+        for kind, args in calls:
+            if kind == "cancel":
+                self.cancelled_sent[name] = self.model.jobs[name].dispatches
+
+    def run_together(self, calls):
+        barrier = threading.Barrier(len(calls))
+        results = [None] * len(calls)
+
+        def one(i):
+            kind, args = calls[i]
+            barrier.wait()
+            if kind == "begin":
+                results[i] = [self.call("POST", "/v1/operations/begin", args[0])]
+            elif kind == "batch":
+                status, body = self.call("POST", "/v1/operations/batch", {"begin": args})
+                assert status == 200, body
+                slots = []
+                for slot in body["begin"]:
+                    code = slot["error"]["http_status"] if "error" in slot else 200
+                    error_shape(code, slot, slot=True)
+                    slots.append((code, slot))
+                results[i] = slots
+            elif kind == "takeover":
+                results[i] = [self.call("POST", f"/v1/jobs/{args[0]}/lease", {"owner": "w3", "takeover": True})]
+            else:
+                results[i] = [self.call("POST", f"/v1/jobs/{args[0]}/cancel", {"reason": "race"})]
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(len(calls))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert all(r is not None for r in results), f"a racing call did not finish: {calls}"
+        return results
+
+    def expect(self, model, kind, arg):
+        if kind in ("begin", "batch"):
+            return self.expect_begin(model, arg)
+        if kind == "takeover":
+            return model.lease(arg, "w3", True)
+        return model.cancel(arg)
+
+    def linearize(self, calls, results):
+        """The answers must be those of some serial order of the racing items (409 gate_contended
+        counts as no effect), and the rows what that order leaves."""
+        seqs = [[(kind, arg, res) for arg, res in zip(args, rs)] for (kind, args), rs in zip(calls, results)]
+        from stateful_checks import db_operations
+        rows = db_operations()
+        explained = False
+        for order in interleavings(seqs):
+            m = self.model.clone()
+            for kind, arg, (status, body) in order:
+                got = _result(status, body)
+                if got == Err(409, "gate_contended"):
+                    continue
+                outs = self.expect(m, kind, arg)
+                out = next((o for o in outs if _matches(o.expect, got)), None)
+                if out is None and got == Ok("halt", "budget_exhausted") and \
+                        any(o.expect.decision == "reconcile" for o in outs if isinstance(o.expect, Ok)):
+                    # Finding F3 (stateful-findings.md): a begin that lost the key to a racing dispatch
+                    # of the job's last tool call answers budget_exhausted, not reconcile. Nothing is
+                    # dispatched either way; tolerated here, pinned by the finding.
+                    KNOWN_SEEN["F3"] += 1
+                    continue
+                if out is None:
+                    break
+                if out.apply is not None:
+                    out.apply(m)
+            else:
+                explained = True
+                if sync_problem(m, rows) is None:
+                    self.model = m
+                    break
+        else:
+            problem = (f"model: no serial order of {calls} explains the answers "
+                       f"{[[_result(s, b) for s, b in r] for r in results]}" if not explained else
+                       f"model: the rows after {calls} are not what any serial order leaves: {sync_problem(m, rows)}")
+            if STRICT:
+                raise AssertionError(problem)
+            self.diverged(problem, Err(0, "race"))
+        for (status, body) in (x for r in results for x in r):
+            self.note_dispatch(_result(status, body), body)
+
+
+@pytest.fixture
+def served(database, tmp_path):
+    srv = LedgerServer(database, TOKENS, workers=2, threads=4, log_path=tmp_path / "ledger.log")
+    srv.env["DURABLE_BACKOFF_BASE_S"] = "0"
+    with srv:
+        yield srv.url
+
+
+def test_stateful_served(served):
+    machine = type("Served", (ServedMachine,), {"driver": HttpDriver(served)})
+    run_state_machine_as_test(machine, settings=_settings(1))
+
+
+# ---- the shortest histories the machines found (stateful-findings.md), kept as regular tests ----
+
+def _replay(client, *calls):
+    """Run (method, path, body[, token]) calls through the client; the answers, each checked for
+    the error shape, then the invariants on the tables."""
+    driver, out = ClientDriver(client), []
+    for method, path, body, *token in calls:
+        status, resp = driver.call(method, path, body, *(token or [RUNNER]))
+        error_shape(status, resp)
+        out.append(_result(status, resp))
+    check_ledger({})
+    return out
+
+
+def _job(pipeline, name="j0"):
+    return [("PUT", f"/v1/jobs/{name}", {"pipeline": pipeline}), ("POST", f"/v1/jobs/{name}/lease", {"owner": "w1"})]
+
+
+BEGIN = "/v1/operations/begin"
+
+
+def test_stateful_history_publish_renamed_is_refused(stateful_client):
+    """F1: a PREPARED `publish` of an article job begun again under its key as `set_status`."""
+    publish = {"job_id": "j0", "action": "publish", "payload": {"p": 1}, "fencing_token": 1}
+    got = _replay(stateful_client, *_job("article"), ("POST", BEGIN, publish),
+                  ("POST", BEGIN, {**publish, "action": "set_status", "operation_key": "acme:j0:v1:publish"}))
+    assert got[2:] == [Ok("halt", "approval_required"), Err(422, "action_mismatch")]
+
+
+def test_stateful_history_approval_need_never_lowered(stateful_client):
+    """F1: a generic step first begun with requires_approval, then without."""
+    send = {"job_id": "j0", "action": "send", "payload": {"p": 1}, "fencing_token": 1, "requires_approval": True}
+    got = _replay(stateful_client, *_job("generic"), ("POST", BEGIN, send),
+                  ("POST", BEGIN, {k: v for k, v in send.items() if k != "requires_approval"}))
+    assert got[2:] == [Ok("halt", "approval_required")] * 2
+
+
+def test_stateful_history_target_changed_to_an_approved_one_is_refused(stateful_client):
+    """F1: a PREPARED publish without a target, an approval granted for another target, the same
+    key begun with that target."""
+    publish = {"job_id": "j0", "action": "publish", "payload": {"p": 1}, "fencing_token": 1}
+    grant = {"job_id": "j0", "task_version": 1, "action": "publish", "content_digest": digest_of({"p": 1}),
+             "target": "site:b", "expires_at": LATER}
+    got = _replay(stateful_client, *_job("article"), ("POST", BEGIN, publish),
+                  ("POST", "/v1/approvals", grant, APPROVER),
+                  ("POST", BEGIN, {**publish, "operation_key": "acme:j0:v1:publish", "target": "site:b"}))
+    assert got[2:] == [Ok("halt", "approval_required"), Ok(), Err(422, "target_mismatch")]
+
+
+def test_stateful_history_batch_names_one_key_twice(stateful_client):
+    """F2: one batch, two items for the same computed key (default and explicit), then the same
+    with another payload in the second item, then one explicit key for two jobs."""
+    item = {"job_id": "j0", "action": "alias", "payload": {"p": 1}, "fencing_token": 1}
+    same = {**item, "operation_key": "acme:j0:v1:alias"}
+    other = {**item, "action": "send"}
+    shared = {"job_id": "j1", "action": "x", "payload": {"p": 1}, "fencing_token": 1, "operation_key": "acme:s"}
+    driver = ClientDriver(stateful_client)
+    for call in _job("generic") + _job("generic", "j1"):
+        driver.call(*call)
+    answers = []
+    for begins_ in ([item, same], [other, {**other, "operation_key": "acme:j0:v1:send", "payload": {"p": 2}}],
+                    [shared, {**shared, "job_id": "j0"}]):
+        status, body = driver.call("POST", "/v1/operations/batch", {"begin": begins_})
+        assert status == 200, body
+        for slot in body["begin"]:
+            error_shape(slot["error"]["http_status"] if "error" in slot else 200, slot, slot="error" in slot)
+        answers.append([_result(slot["error"]["http_status"], slot) if "error" in slot else _result(200, slot)
+                        for slot in body["begin"]])
+        check_ledger({})
+    assert answers == [[Ok("dispatch", None, 1), Ok("reconcile", "in_flight")],
+                       [Ok("dispatch", None, 1), Err(422, "digest_mismatch")],
+                       [Ok("dispatch", None, 1), Err(422, "job_mismatch")]]
