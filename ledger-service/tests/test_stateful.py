@@ -520,6 +520,15 @@ class ServedMachine(LedgerMachine):
             if kind == "cancel":
                 self.cancelled_sent[name] = self.model.jobs[name].dispatches
 
+    # The race is what this machine adds: drawn three times as often as any other rule.
+    @rule(spec=begins, racers=st.lists(st.sampled_from(RACERS), min_size=1, max_size=2))
+    def race_again(self, spec, racers):
+        self.race(spec, racers)
+
+    @rule(spec=begins, racers=st.lists(st.sampled_from(RACERS), min_size=1, max_size=2))
+    def race_once_more(self, spec, racers):
+        self.race(spec, racers)
+
     def run_together(self, calls):
         barrier = threading.Barrier(len(calls))
         results = [None] * len(calls)
