@@ -54,7 +54,7 @@ PROFILE = os.environ.get("DURABLE_STATEFUL_PROFILE", "ci")
 # from the tables, so that a run keeps checking the invariants past a known divergence.
 STRICT = os.environ.get("DURABLE_STATEFUL_STRICT", "1") != "0"
 DIVERGED = Counter()
-KNOWN_SEEN = Counter()  # tolerated findings met in a race
+KNOWN_F4 = True  # finding F4 is open on main: the race check tolerates its one answer (see linearize)
 
 JOBS = ("j0", "j1", "j2")
 ACTIONS = ("publish", "set_status", "alias", "send")
@@ -582,12 +582,11 @@ class ServedMachine(LedgerMachine):
                     continue
                 outs = self.expect(m, kind, arg)
                 out = next((o for o in outs if _matches(o.expect, got)), None)
-                if out is None and got == Ok("halt", "budget_exhausted") and \
-                        any(o.expect.decision == "reconcile" for o in outs if isinstance(o.expect, Ok)):
-                    # Finding F3 (stateful-findings.md): a begin that lost the key to a racing dispatch
-                    # of the job's last tool call answers budget_exhausted, not reconcile. Nothing is
-                    # dispatched either way; tolerated here, pinned by the finding.
-                    KNOWN_SEEN["F3"] += 1
+                if out is None and got == Ok("halt", "approval_required") and KNOWN_F4 and \
+                        any(o.expect.status == 422 for o in outs if isinstance(o.expect, Err)):
+                    # Finding F4 (stateful-findings.md, test_stateful_history_prepare_lost_to_another_payload):
+                    # a begin that lost its key to a racing PREPARE of another payload answers
+                    # approval_required for the winner's row, not 422. Nothing is dispatched.
                     continue
                 if out is None:
                     break
@@ -694,3 +693,27 @@ def test_stateful_history_batch_names_one_key_twice(stateful_client):
     assert answers == [[Ok("dispatch", None, 1), Ok("reconcile", "in_flight")],
                        [Ok("dispatch", None, 1), Err(422, "digest_mismatch")],
                        [Ok("dispatch", None, 1), Err(422, "job_mismatch")]]
+
+
+@pytest.mark.xfail(KNOWN_F4, strict=True, reason="finding F4 (stateful-findings.md): a PREPARE that lost its key "
+                   "to another payload answers approval_required for the winner's row")
+def test_stateful_history_prepare_lost_to_another_payload(stateful_client, monkeypatch):
+    """F4: a begin of a publish decides "no row: prepare" while another payload's begin of the same
+    key prepares first (run here inside `store.insert_prepared`, deterministically)."""
+    from durable_ledger import store
+    from durable_ledger.auth import Principal
+    from durable_ledger.core import gate
+
+    real, raced = store.insert_prepared, []
+
+    def racing(new, detail):
+        if not raced:
+            raced.append(gate.begin(Principal("acme", "runner", "test"), "j0", "publish", 1, payload={"p": 1}))
+        return real(new, detail)
+
+    _replay(stateful_client, *_job("article"))
+    monkeypatch.setattr(store, "insert_prepared", racing)
+    got = _replay(stateful_client, ("POST", BEGIN, {"job_id": "j0", "action": "publish", "payload": {"p": 2},
+                                                    "fencing_token": 1}))
+    assert raced[0].reason == "approval_required"
+    assert got == [Err(422, "digest_mismatch")]
