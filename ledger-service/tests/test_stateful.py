@@ -707,8 +707,9 @@ def test_stateful_history_prepare_lost_to_another_payload(stateful_client, monke
     real, raced = store.insert_prepared, []
 
     def racing(new, detail):
-        if not raced:
-            raced.append(gate.begin(Principal("acme", "runner", "test"), "j0", "publish", 1, payload={"p": 1}))
+        if not raced:  # the first PREPARE: the other payload's begin gets there first
+            raced.append(None)
+            raced[0] = gate.begin(Principal("acme", "runner", "test"), "j0", "publish", 1, payload={"p": 1})
         return real(new, detail)
 
     _replay(stateful_client, *_job("article"))
