@@ -16,8 +16,8 @@ invariant, so a Hypothesis report says which promise broke.
 import json
 from collections import Counter, defaultdict
 
-from durable_ledger.store.models import ALL_MODELS, ApiToken, Approval, AuditLog, Job, Operation, OperationEvent, \
-    Setting
+from durable_ledger.store.models import ALL_MODELS, ApiToken, Approval, ApprovalDenial, AuditLog, Job, Lease, Operation, \
+    OperationEvent, Setting
 from durable_ledger.store.wait_models import WAIT_MODELS
 
 from stateful_model import gated
@@ -143,7 +143,6 @@ def sync_problem(model, rows=None):
 def model_from_db(model_cls, job_cls, op_cls, approval_cls, now):
     """The model rebuilt from the tables (DURABLE_STATEFUL_STRICT=0: after an answer the model did
     not expect, go on from what the ledger did, so the invariants keep being checked)."""
-    from durable_ledger.store.models import ApprovalDenial, Lease
     m = model_cls()
     names = {}
     for j in Job.select():

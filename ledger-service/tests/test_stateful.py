@@ -21,7 +21,6 @@ takeover) from threads: the answers must be those of some serial order of the ra
 Profiles (`DURABLE_STATEFUL_PROFILE`): `ci` (default) and `long`; see docs/architecture.md.
 """
 
-import itertools
 from collections import Counter
 import os
 import threading
@@ -42,11 +41,12 @@ from durable_ledger.api import create_app
 from durable_ledger.config import Config
 from durable_ledger.store.models import OperationEvent
 from servers import LedgerServer
-from stateful_checks import Violation, check_ledger, error_shape, model_from_db, reset_tables, sync_problem
+from stateful_checks import Violation, check_ledger, db_operations, error_shape, model_from_db, reset_tables, \
+    sync_problem
 from stateful_model import ANY, Err, MApproval, MJob, Model, MOp, Ok, default_key, digest_of
 
 PROFILES = {  # examples, steps per example: (in process, served)
-    "ci": ((30, 30), (8, 20)),
+    "ci": ((25, 25), (8, 20)),
     "long": ((400, 60), (60, 40)),
 }
 PROFILE = os.environ.get("DURABLE_STATEFUL_PROFILE", "ci")
@@ -571,7 +571,6 @@ class ServedMachine(LedgerMachine):
         """The answers must be those of some serial order of the racing items (409 gate_contended
         counts as no effect), and the rows what that order leaves."""
         seqs = [[(kind, arg, res) for arg, res in zip(args, rs)] for (kind, args), rs in zip(calls, results)]
-        from stateful_checks import db_operations
         rows = db_operations()
         explained = False
         for order in interleavings(seqs):
