@@ -54,7 +54,6 @@ PROFILE = os.environ.get("DURABLE_STATEFUL_PROFILE", "ci")
 # from the tables, so that a run keeps checking the invariants past a known divergence.
 STRICT = os.environ.get("DURABLE_STATEFUL_STRICT", "1") != "0"
 DIVERGED = Counter()
-KNOWN_F4 = True  # finding F4 is open on main: the race check tolerates its one answer (see linearize)
 
 JOBS = ("j0", "j1", "j2")
 ACTIONS = ("publish", "set_status", "alias", "send")
@@ -584,14 +583,7 @@ class ServedMachine(LedgerMachine):
                 got = _result(status, body)
                 if got == Err(409, "gate_contended"):
                     continue
-                outs = self.expect(m, kind, arg)
-                out = next((o for o in outs if _matches(o.expect, got)), None)
-                if out is None and got == Ok("halt", "approval_required") and KNOWN_F4 and \
-                        any(o.expect.status == 422 for o in outs if isinstance(o.expect, Err)):
-                    # Finding F4 (stateful-findings.md, test_stateful_history_prepare_lost_to_another_payload):
-                    # a begin that lost its key to a racing PREPARE of another payload answers
-                    # approval_required for the winner's row, not 422. Nothing is dispatched.
-                    continue
+                out = next((o for o in self.expect(m, kind, arg) if _matches(o.expect, got)), None)
                 if out is None:
                     break
                 if out.apply is not None:
@@ -699,8 +691,6 @@ def test_stateful_history_batch_names_one_key_twice(stateful_client):
                        [Ok("dispatch", None, 1), Err(422, "job_mismatch")]]
 
 
-@pytest.mark.xfail(KNOWN_F4, strict=True, reason="finding F4 (stateful-findings.md): a PREPARE that lost its key "
-                   "to another payload answers approval_required for the winner's row")
 def test_stateful_history_prepare_lost_to_another_payload(stateful_client, monkeypatch):
     """F4: a begin of a publish decides "no row: prepare" while another payload's begin of the same
     key prepares first (run here inside `store.insert_prepared`, deterministically)."""
