@@ -28,7 +28,8 @@ PREVIOUS_RELEASE = "c91f4dc"
 CACHE = Path(os.environ.get("DURABLE_RELEASE_CACHE", Path.home() / ".cache" / "durable-steps" / "releases"))
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent / "durable-ledger"
-EXPECTED_MIGRATIONS = ["0001_baseline_0_1_0", "0002_approval_denials_and_waits", "0003_unambiguous_key_lookups"]
+EXPECTED_MIGRATIONS = ["0001_baseline_0_1_0", "0002_approval_denials_and_waits", "0003_unambiguous_key_lookups",
+                       "0004_attempt_dispatcher"]
 
 
 @pytest.fixture(scope="session")

@@ -199,8 +199,8 @@ def test_prepared_statements_keep_the_key_index_as_the_table_grows(job, backend)
         " FROM generate_series(1, 20000) g", (j.id,))
     begin = db.execute_sql("EXPLAIN EXECUTE durable_begin(%s)" % ", ".join(["%s"] * 13),
                            ("acme", "store-job", None, "late", True, "d" * 64, token, None, None, 0.0, 3, "r", "{}"))
-    confirm = db.execute_sql("EXPLAIN EXECUTE durable_confirm(%s)" % ", ".join(["%s"] * 8),
-                             ("acme", "bulk-7", "r", "{}", 0.0, token, "r", "{}"))
+    confirm = db.execute_sql("EXPLAIN EXECUTE durable_confirm(%s)" % ", ".join(["%s"] * 9),
+                             ("acme", "bulk-7", "r", "{}", 0.0, token, "r", "{}", "n8n-7"))
     for plan in ("\n".join(r[0] for r in begin.fetchall()), "\n".join(r[0] for r in confirm.fetchall())):
         assert "operation_tenant_operation_key" in plan, plan
         assert "state_tenant_updated_at" not in plan and "Seq Scan on operation" not in plan, plan

@@ -3,7 +3,7 @@
 from flask import Blueprint, jsonify, request
 
 from .. import tracing
-from ..core import gate, lookup
+from ..core import attempts, gate, lookup
 from ..core import operations as ops
 from ..core.render import event_dict, operation_dict
 from ..errors import InvalidValue, LedgerError
@@ -60,8 +60,8 @@ def batch():
 
 def _batch_confirm(who, item):
     _check_cost(who, item["operation_key"], item["cost"])
-    return {"operation": operation_dict(ops.confirm(who, item["operation_key"], item["fencing_token"],
-                                                    item["remote_id"], item["receipt"], item["cost"]))}
+    return _op_dict(ops.confirm(who, item["operation_key"], item["fencing_token"], item["remote_id"], item["receipt"],
+                                item["cost"]))
 
 
 def _slot(answer):
@@ -97,8 +97,14 @@ def _check_cost(who, key, cost):
                            {"field": "cost", "job_cost": job.cost, "max_total": schemas.MAX_JOB_COST})
 
 
+def _op_dict(op):
+    """An outcome's answer: the operation, and for a receipt that did not settle the attempt
+    (another n8n execution's) the decision the node routes on (core/attempts.py)."""
+    return {"operation": operation_dict(op), **attempts.answer_of(op)}
+
+
 def _op(op):
-    return jsonify({"operation": operation_dict(op)})
+    return jsonify(_op_dict(op))
 
 
 @bp.post("/<path:key>/confirm")
@@ -129,7 +135,7 @@ def outcome(key):
     b = schemas.load(schemas.OutcomeSchema, request)
     _check_cost(who, key, b["cost"])
     kind, op = ops.record_outcome(who, key, **b)
-    return jsonify({"classification": kind, "operation": operation_dict(op)})
+    return jsonify({"classification": kind, **_op_dict(op)})
 
 
 @bp.post("/<path:key>/lookup-result")

@@ -25,7 +25,7 @@ from ..errors import ValidationFailed
 from ..fencing import check_fence
 from ..reconcile.verdicts import Absent, Found, Undecidable
 from ..store.models import Operation
-from . import gate
+from . import attempts, gate
 from . import operations as ops
 from . import states as S
 from .reconciliation import apply_verdict
@@ -57,6 +57,11 @@ def report_lookup(principal, key, fencing_token, attempt, result, remote_id=None
     """
     op = ops.get_operation(principal.tenant, key)
     verdict = _verdict(result, remote_id, receipt, evidence)
+    if not isinstance(verdict, Found) and attempts.owner_receipts(op):
+        # The attempt's own execution reported a remote id after it was fenced out: "absent" from
+        # a lookup does not outvote it (a retry would write twice); an editor sees the id.
+        verdict = Undecidable({**verdict.evidence, "detail": "the lookup did not find the object the attempt's "
+                                                             "own execution reported (kept receipt)"})
     outcome = "not_in_flight"
     if op.state in S.IN_FLIGHT and op.attempt == attempt:
         def fenced():

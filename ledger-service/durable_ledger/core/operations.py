@@ -9,6 +9,7 @@ from .. import store
 from ..errors import InvalidTransition, OperationNotFound, ReceiptConflict, ValidationFailed
 from ..store.db import write_txn
 from ..store.models import AuditLog, Job, Operation
+from . import attempts
 from . import states as S
 from .jobs import get_job_and_lease
 from .n8n_context import stamp
@@ -47,9 +48,12 @@ def _transition(principal, key, token, to_state, allowed_from, fields, detail=No
 
 
 def confirm(principal, key, fencing_token, remote_id, receipt=None, cost=None):
+    """The attempt's receipt: CONFIRMED. From another n8n execution than the one that dispatched
+    the attempt, or with a stale token, the receipt is kept as evidence instead (core/attempts.py)."""
+    execution = attempts.caller()
     if not cost and remote_id not in (None, ""):
         fast = store.confirm(principal.tenant, key, fencing_token, remote_id, receipt, principal.actor,
-                             stamp({"remote_id": str(remote_id), "cost": None}))
+                             stamp({"remote_id": str(remote_id), "cost": None}), execution)
         if fast is not None:
             return fast
     op = get_operation(principal.tenant, key)
@@ -62,9 +66,13 @@ def confirm(principal, key, fencing_token, remote_id, receipt=None, cost=None):
         )
     if remote_id in (None, ""):
         raise ValidationFailed("remote_id is required to confirm", {"field": "remote_id"})
-    op = _transition(principal, key, fencing_token, S.CONFIRMED, ALLOWED["confirm"],
-                     {"remote_id": str(remote_id), "receipt": receipt or {}, "last_error": None},
-                     {"remote_id": str(remote_id), "cost": cost})
+    with attempts.kept_if_stale(principal, op, fencing_token, "confirm", remote_id, receipt):
+        if attempts.foreign(op, execution) and op.state in ALLOWED["confirm"]:
+            op = attempts.settle_foreign(principal, op, fencing_token, "confirm", remote_id, receipt)
+        else:
+            op = _transition(principal, key, fencing_token, S.CONFIRMED, ALLOWED["confirm"],
+                             {"remote_id": str(remote_id), "receipt": receipt or {}, "last_error": None},
+                             {"remote_id": str(remote_id), "cost": cost})
     if cost:
         Job.update(cost=Job.cost + float(cost)).where(Job.id == op.job_id).execute()
     return op
@@ -72,7 +80,10 @@ def confirm(principal, key, fencing_token, remote_id, receipt=None, cost=None):
 
 def confirm_many(principal, items):
     """Confirm ``items`` [(key, fencing_token, remote_id, receipt)] at once where the store can:
-    {index: operation} for those confirmed; the rest are for `confirm`, one by one."""
+    {index: operation} for those confirmed; the rest are for `confirm`, one by one. A caller with
+    an n8n execution id goes one by one: each receipt is checked against the attempt's execution."""
+    if attempts.caller():
+        return {}
     rows, seen = [], set()
     for i, (key, token, remote_id, receipt) in enumerate(items):
         if remote_id not in (None, "") and key not in seen:  # a repeated key: after the first, one by one
@@ -85,9 +96,15 @@ def fail(principal, key, fencing_token, retryable=True, error=None, halt_reason=
     op = get_operation(principal.tenant, key)
     if op.state == S.FAILED and op.fencing_token == fencing_token:
         return op
-    op = _transition(principal, key, fencing_token, S.FAILED, ALLOWED["fail"],
-                     {"retryable": bool(retryable), "last_error": error or {}},
-                     {"retryable": bool(retryable), "error": error})
+    with attempts.kept_if_stale(principal, op, fencing_token, "fail", error=error):
+        if attempts.foreign(op, attempts.caller()) and op.state in ALLOWED["fail"]:
+            # Not FAILED: the attempt's own execution may have written before it died, and a
+            # retry after FAILED would write again.
+            op = attempts.settle_foreign(principal, op, fencing_token, "fail", error=error)
+        else:
+            op = _transition(principal, key, fencing_token, S.FAILED, ALLOWED["fail"],
+                             {"retryable": bool(retryable), "last_error": error or {}},
+                             {"retryable": bool(retryable), "error": error})
     if halt_reason:
         halt_job(principal, op.job_id, halt_reason, {"operation_key": key, "error": error})
     return op
@@ -95,10 +112,13 @@ def fail(principal, key, fencing_token, retryable=True, error=None, halt_reason=
 
 def mark_unknown(principal, key, fencing_token, error=None):
     op = get_operation(principal.tenant, key)
-    if op.state == S.UNKNOWN:
-        return op
-    return _transition(principal, key, fencing_token, S.UNKNOWN, ALLOWED["unknown"],
-                       {"last_error": error or {}}, {"error": error})
+    with attempts.kept_if_stale(principal, op, fencing_token, "unknown", error=error):
+        if attempts.foreign(op, attempts.caller()) and op.state in ALLOWED["unknown"]:
+            return attempts.settle_foreign(principal, op, fencing_token, "unknown", error=error)
+        if op.state == S.UNKNOWN:
+            return op
+        return _transition(principal, key, fencing_token, S.UNKNOWN, ALLOWED["unknown"],
+                           {"last_error": error or {}}, {"error": error})
 
 
 def record_outcome(principal, key, fencing_token, http_status=None, error_kind=None, remote_id=None,

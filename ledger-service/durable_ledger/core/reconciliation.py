@@ -16,6 +16,7 @@ from ..store.db import write_txn
 from ..store.models import Operation, OperationEvent
 from ..reconcile import registry
 from ..reconcile.verdicts import Absent, Found, ReconcilerError, Undecidable
+from . import attempts
 from . import states as S
 from .n8n_context import stamp
 
@@ -59,12 +60,13 @@ def reconcile_operation(op, actor, claim_s=60.0, escalate=True):
                                             "an editor must decide"})
             outcome = NO_RECONCILER
         else:
-            verdict = reconciler.lookup(op)
+            verdict = with_kept_receipt(reconciler, op, reconciler.lookup(op))
             outcome = APPLIED
     except (ReconcilerError, ValueError) as exc:
         with write_txn():
             Operation.update(reconcile_attempts=Operation.reconcile_attempts + 1, reconciling_until=None,
-                             evidence={"error": str(exc), "at": now}, updated_at=now).where(
+                             evidence=attempts.with_receipts(op, {"error": str(exc), "at": now}),
+                             updated_at=now).where(
                 Operation.id == op.id).execute()
             _event(op, op.state, actor, {"reconcile_error": str(exc)}, now)
         return ERROR, None, Operation.get_by_id(op.id)
@@ -76,6 +78,28 @@ def reconcile_operation(op, actor, claim_s=60.0, escalate=True):
         _release(op)
         return RACED, verdict.kind, Operation.get_by_id(op.id)
     return outcome, verdict.kind, Operation.get_by_id(op.id)
+
+
+def with_kept_receipt(reconciler, op, verdict):
+    """The lookup's verdict, weighed against a receipt the attempt's own execution sent after it
+    was fenced out (core/attempts.py): a lookup that found nothing does not outvote it.
+
+        worker A: begin (token 4), write ......................... confirm (token 4): stale, kept
+        worker B:          take over (token 5), begin: reconcile ...... begin again: lookup
+
+    Absent or undecidable while such a receipt exists: the reconciler verifies the receipt's
+    remote id (found: CONFIRMED without a person); not verified: an editor decides, with the id as
+    the candidate. Never FAILED, whose retry would write a second time."""
+    kept = attempts.owner_receipts(op)
+    if isinstance(verdict, Found) or not kept:
+        return verdict
+    for r in reversed(kept):
+        if reconciler.verify(op, r["remote_id"]):
+            return Found(r["remote_id"], r.get("receipt") or {},
+                         {"source": "kept_receipt", "verified_by": "reconciler", "execution_id": r.get("execution_id"),
+                          "lookup": verdict.kind})
+    return Undecidable({**dict(verdict.evidence), "detail": "the lookup found nothing, but the attempt's own "
+                                                         "execution reported a remote id the reconciler could not verify"})
 
 
 def verdict_transition(verdict):
@@ -102,6 +126,7 @@ def apply_verdict(op, verdict, actor, now, where=(), before_txn=None):
     first inside the write transaction (the lookup route checks the fence there, as confirm does).
     """
     to_state, fields = verdict_transition(verdict)
+    fields["evidence"] = attempts.with_receipts(op, fields["evidence"])
     fields.update(reconcile_attempts=Operation.reconcile_attempts + 1, reconciling_until=None, updated_at=now)
     with write_txn():
         if before_txn is not None:
@@ -110,5 +135,5 @@ def apply_verdict(op, verdict, actor, now, where=(), before_txn=None):
              .where(Operation.id == op.id, Operation.state == op.state, *where).execute())
         if n == 1:
             _event(op, to_state, actor, {"reconciled": verdict.kind, **{k: v for k, v in fields["evidence"].items()
-                                                                        if k != "candidates"}}, now)
+                                                                        if k not in ("candidates", "receipts")}}, now)
     return n, to_state

@@ -69,6 +69,7 @@ def operation_dict(op, job_id=None):
         "remote_id": op.remote_id,
         "receipt": redact(op.receipt),
         "last_error": redact(op.last_error),
+        "dispatched_by": getattr(op, "dispatched_by", None),
         "created_at": iso(op.created_at),
         "updated_at": iso(op.updated_at),
     }

@@ -13,6 +13,7 @@ from ..errors import InvalidTransition, ValidationFailed
 from ..store.models import Job, Operation, OperationEvent
 from ..reconcile import registry
 from ..reconcile.verdicts import ReconcilerError
+from . import attempts
 from . import states as S
 from .audit import audit
 from .operations import get_operation
@@ -38,9 +39,16 @@ def _item(op, job_id):
         "last_error": redact(op.last_error),
         "reconcile_attempts": op.reconcile_attempts,
         "evidence": {k: v for k, v in evidence.items() if k != "candidates"},
-        "candidates": evidence.get("candidates") or [],
+        "candidates": _candidates(evidence.get("candidates") or [], op),
         "updated_at": iso(op.updated_at),
     }
+
+
+def _candidates(found, op):
+    """The reconciler's candidates, then the remote ids of receipts kept as evidence (another
+    execution's, a fenced-out worker's: core/attempts.py) that it did not list already."""
+    ids = {str(c.get("id")) for c in found if isinstance(c, dict)}
+    return found + [c for c in redact(attempts.review_candidates(op)) if c["id"] not in ids]
 
 
 def review_queue(tenant, job_id=None, limit=200):

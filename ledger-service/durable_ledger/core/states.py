@@ -35,6 +35,7 @@ MESSAGES = {
     "reconcile_in_progress": "Another caller is reconciling this operation right now; ask again shortly.",
     "reconcile_failed": "The remote system could not be asked (network or server error); the operation stays as it was. Try again later.",
     "backoff": "The previous attempt failed recently; wait retry_after seconds before the next one.",
+    "execution_mismatch": "This outcome was reported by another n8n execution than the one that dispatched the attempt (n8n's Retry of an execution runs as a new one, and may have written a second time): it is kept as evidence, and the operation is reconciled instead of settled.",
 }
 
 

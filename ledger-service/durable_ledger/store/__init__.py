@@ -8,6 +8,7 @@ names; everything portable is written once here. The contract suite
 """
 
 import time
+from dataclasses import replace
 
 from peewee import fn
 
@@ -17,7 +18,7 @@ from . import postgres, sqlite
 from .db import db, is_sqlite, write_txn
 from .models import AuditLog, Job, Lease, Operation, OperationEvent, Setting
 from .wait_models import ApprovalDelivery
-from .rows import ClaimTemplate, JobGuard, NewOp, json_codec
+from .rows import ClaimTemplate, JobGuard, NewOp, dispatcher, json_codec
 
 __all__ = ["ClaimTemplate", "JobGuard", "NewOp", "write_txn", "load_gate", "claim_new", "claim_retry", "insert_prepared",
            "confirm", "transition", "lease_of", "operation_locked", "get_operation", "operation_events",
@@ -40,7 +41,9 @@ def load_gate(tenant, job_id, operation_key, action, default_key, claim=None):
 
 
 def claim_new(new: NewOp, may_dispatch, counted, detail):
-    """The claim of a new operation as SENT, atomic with its checks: see the backends."""
+    """The claim of a new operation as SENT, atomic with its checks: see the backends. The row
+    records the n8n execution its SENT event is stamped with (``dispatched_by``)."""
+    new = replace(new, dispatched_by=dispatcher(detail))
     return _backend().claim_new(new, may_dispatch, json_codec.db_value(detail), counted)
 
 
@@ -62,7 +65,8 @@ def claim_retry(op, token, actor, now, may_dispatch, counted, detail):
             return refused
         check_fence(backend.lease_locked(op.job_id), token)
         attempt = op.attempt + (1 if op.state == "FAILED" else 0)
-        n = (Operation.update(state="SENT", attempt=attempt, fencing_token=token, updated_at=now)
+        n = (Operation.update(state="SENT", attempt=attempt, fencing_token=token, updated_at=now,
+                              dispatched_by=dispatcher(detail))
              .where(Operation.id == op.id, Operation.state == op.state, Operation.attempt == op.attempt)
              .execute())
         if n != 1:
@@ -71,12 +75,14 @@ def claim_retry(op, token, actor, now, may_dispatch, counted, detail):
     return Operation.get_by_id(op.id)
 
 
-def confirm(tenant, key, token, remote_id, receipt, actor, detail):
-    """The hot confirm: SENT/UNKNOWN/NEEDS_REVIEW -> CONFIRMED if the token is current, in one
-    statement where the backend can; None means "take the general path" (`transition`)."""
+def confirm(tenant, key, token, remote_id, receipt, actor, detail, execution_id=None):
+    """The hot confirm: SENT/UNKNOWN/NEEDS_REVIEW -> CONFIRMED if the token is current and the
+    caller's n8n execution (``execution_id``, None for callers without one) is not another than
+    the one that dispatched the attempt, in one statement where the backend can; None means
+    "take the general path" (`transition`, core/attempts.py)."""
     now = time.time()
     return _backend().confirm(tenant, key, token, str(remote_id), json_codec.db_value(receipt or {}),
-                              json_codec.db_value(detail), actor, now)
+                              json_codec.db_value(detail), actor, now, execution_id)
 
 
 def transition(op, token, to_state, fields, actor, detail, now, before=None):
@@ -96,8 +102,10 @@ def transition(op, token, to_state, fields, actor, detail, now, before=None):
         if before is not None:
             before()
         check_fence(_backend().lease_locked(op.job_id), token)
+        # The attempt too: SENT (attempt 1) can become SENT (attempt 2) between our read and
+        # this write (reconciled absent, claimed again), and an outcome is for the attempt we read.
         n = (Operation.update(state=to_state, updated_at=now, **fields)
-             .where(Operation.id == op.id, Operation.state == op.state).execute())
+             .where(Operation.id == op.id, Operation.state == op.state, Operation.attempt == op.attempt).execute())
         if n != 1:
             current = Operation.get_by_id(op.id)
             raise InvalidTransition(f"operation moved to {current.state} concurrently",

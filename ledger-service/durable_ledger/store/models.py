@@ -108,6 +108,9 @@ class Operation(BaseModel):
     reconcile_attempts = IntegerField(default=0)
     reconciling_until = DoubleField(null=True)  # a reconciler run's claim (one at a time per operation)
     evidence = JSONText(null=True)  # the last reconciliation's evidence and candidate remote objects
+    # The n8n execution that moved the current attempt into SENT (None: a caller without one).
+    # A confirm or outcome from another execution does not settle the attempt (core/attempts.py).
+    dispatched_by = CharField(max_length=64, null=True)
     created_at = DoubleField()
     updated_at = DoubleField()
 

@@ -12,7 +12,8 @@ import weakref
 
 from .db import db, write_txn
 from .models import Lease, Operation
-from .rows import EVENT_COLS, INSERT_COLS, JOB_COLS, OP_COLS, JobGuard, LeaseView, json_codec, job_model, op_model
+from .rows import (EVENT_COLS, INSERT_COLS, JOB_COLS, OP_COLS, JobGuard, LeaseView, dispatcher, json_codec, job_model,
+                   op_model)
 
 PARAM = "%s"
 # NO KEY UPDATE, not UPDATE: inserts that reference the job (events, audit rows, a takeover's
@@ -64,7 +65,8 @@ _BEGIN = (
     " ins AS (INSERT INTO operation (" + ", ".join(INSERT_COLS) + ")"
     " SELECT $1::text, j.k, j.id, j.task_version, $4::text, $6::text, 'SENT', 1,"
     " COALESCE(NULLIF(trunc((j.budgets::jsonb ->> 'max_attempts')::numeric)::int, 0), $11::int),"
-    " $7::int, $8::text, false, $9::text, 0, $10::float8, $10::float8 FROM j, live, fence"
+    " $7::int, $8::text, false, $9::text, 0, $10::float8, $10::float8, ($13::text)::jsonb -> 'n8n' ->> 'execution_id'"
+    " FROM j, live, fence"
     " WHERE $5::bool AND NOT EXISTS (SELECT 1 FROM o)"
     " AND (j.budgets IS NULL OR NOT (j.budgets::jsonb ?| ARRAY['deadline_s', 'max_cost', 'max_tool_calls']))"
     " AND coalesce(jsonb_typeof(j.budgets::jsonb -> 'max_attempts'), 'number') = 'number'"
@@ -76,11 +78,13 @@ _BEGIN = (
     + " FROM j LEFT JOIN o ON true"
 )
 _CONFIRM_PREPARED = (
-    "WITH old AS (SELECT id, job_id, state FROM operation WHERE tenant = $1::text AND operation_key = $2::text"
+    "WITH old AS (SELECT id, job_id, state, dispatched_by FROM operation"
+    " WHERE tenant = $1::text AND operation_key = $2::text"
     " FOR UPDATE),"
     " upd AS (UPDATE operation o SET state = 'CONFIRMED', remote_id = $3::text, receipt = $4::text,"
     " last_error = NULL, updated_at = $5::float8 FROM old JOIN job j ON j.id = old.job_id"
     " WHERE o.id = old.id AND old.state IN ('SENT', 'UNKNOWN', 'NEEDS_REVIEW')"
+    " AND ($9::text IS NULL OR old.dispatched_by IS NULL OR old.dispatched_by = $9::text)"
     " AND EXISTS (SELECT 1 FROM lease l WHERE l.job_id = old.job_id AND l.fencing_token = $6::int FOR SHARE)"
     " RETURNING " + ", ".join(f"o.{c}" for c in OP_COLS) + ", old.state AS state_before, j.job_id AS job_key),"
     " ev AS (INSERT INTO operation_event (" + EVENT_COLS + ")"
@@ -89,7 +93,7 @@ _CONFIRM_PREPARED = (
 )
 # Server-side prepared: planning these CTEs costs about as much as running them. Prepared once
 # per pooled connection (a connection that is replaced starts without them).
-_PREPARED = {"durable_begin": (_BEGIN, 13), "durable_confirm": (_CONFIRM_PREPARED, 8)}
+_PREPARED = {"durable_begin": (_BEGIN, 13), "durable_confirm": (_CONFIRM_PREPARED, 9)}
 _prepared_on = weakref.WeakSet()
 
 
@@ -171,9 +175,11 @@ def insert_prepared(new, detail):
     return new.model(row[0], "PREPARED") if row else None
 
 
-def confirm(tenant, key, token, remote_id, receipt_text, detail, actor, now):
-    """SENT/UNKNOWN/NEEDS_REVIEW -> CONFIRMED if the token is current: the row, or None."""
-    row = _execute("durable_confirm", (tenant, key, remote_id, receipt_text, now, token, actor, detail)).fetchone()
+def confirm(tenant, key, token, remote_id, receipt_text, detail, actor, now, execution_id):
+    """SENT/UNKNOWN/NEEDS_REVIEW -> CONFIRMED if the token is current and ``execution_id`` (the
+    caller's n8n execution, or None) is the one that dispatched the attempt: the row, or None."""
+    row = _execute("durable_confirm", (tenant, key, remote_id, receipt_text, now, token, actor, detail,
+                                       execution_id)).fetchone()
     if row is None:
         return None
     op = op_model(row[:len(OP_COLS)])
@@ -216,7 +222,7 @@ _BEGIN_MANY = (
     " ins AS (INSERT INTO operation (" + ", ".join(INSERT_COLS) + ")"
     " SELECT $1::text, u.k, u.job_pk, u.task_version, u.action, u.digest, 'SENT', 1,"
     " COALESCE(NULLIF(trunc((u.budgets::jsonb ->> 'max_attempts')::numeric)::int, 0), $10::int),"
-    " u.token, u.target, false, u.summary, 0, $11::float8, $11::float8"
+    " u.token, u.target, false, u.summary, 0, $11::float8, $11::float8, ($13::text)::jsonb -> 'n8n' ->> 'execution_id'"
     " FROM u JOIN live ON live.id = u.job_pk JOIN fence ON fence.job_id = u.job_pk AND fence.fencing_token = u.token"
     " WHERE (u.budgets IS NULL OR NOT (u.budgets::jsonb ?| ARRAY['deadline_s', 'max_cost', 'max_tool_calls']))"
     " AND coalesce(jsonb_typeof(u.budgets::jsonb -> 'max_attempts'), 'number') = 'number'"
@@ -264,7 +270,7 @@ def begin_many(tenant, claims, actor, now, detail, default_max_attempts):
                               retryable=None, fencing_token=token, target=target, requires_approval=False,
                               remote_id=None, receipt=None, last_error=None, request_summary=summary,
                               reconcile_attempts=0, reconciling_until=None, evidence=None, created_at=now,
-                              updated_at=now)
+                              updated_at=now, dispatched_by=dispatcher(detail))
     return out
 
 

@@ -15,7 +15,7 @@ _JOB_FIELDS = [Job._meta.columns[c] for c in JOB_COLS]
 _OP_FIELDS = [Operation._meta.columns[c] for c in OP_COLS]
 INSERT_COLS = ["tenant", "operation_key", "job_id", "task_version", "action", "request_hash", "state", "attempt",
                "max_attempts", "fencing_token", "target", "requires_approval", "request_summary",
-               "reconcile_attempts", "created_at", "updated_at"]
+               "reconcile_attempts", "created_at", "updated_at", "dispatched_by"]
 EVENT_COLS = "operation_id, job_id, from_state, to_state, actor, fencing_token, detail, created_at"
 
 
@@ -45,11 +45,13 @@ class NewOp:
     actor: str
     summary: dict | None
     now: float
+    dispatched_by: str | None = None  # the n8n execution of the claim (a PREPARED row has none)
 
     def values(self, state):
         return [self.tenant, self.key, self.job_pk, self.task_version, self.action, self.digest, state, 1,
                 self.max_attempts, self.token, self.target, bool(self.requires_approval),
-                json_codec.db_value(self.summary), 0, self.now, self.now]
+                json_codec.db_value(self.summary), 0, self.now, self.now,
+                self.dispatched_by if state == "SENT" else None]
 
     def model(self, op_id, state):
         return Operation(id=op_id, tenant=self.tenant, operation_key=self.key, job=self.job_pk,
@@ -57,7 +59,8 @@ class NewOp:
                          attempt=1, max_attempts=self.max_attempts, retryable=None, fencing_token=self.token,
                          target=self.target, requires_approval=bool(self.requires_approval), remote_id=None,
                          receipt=None, last_error=None, request_summary=self.summary, reconcile_attempts=0,
-                         reconciling_until=None, evidence=None, created_at=self.now, updated_at=self.now)
+                         reconciling_until=None, evidence=None, created_at=self.now, updated_at=self.now,
+                         dispatched_by=self.dispatched_by if state == "SENT" else None)
 
 
 @dataclass(frozen=True)
@@ -77,7 +80,7 @@ class ClaimTemplate:
 
     def new_op(self, key, job, max_attempts):
         return NewOp(job.tenant, key, job.id, job.task_version, self.action, self.digest, self.token, self.target,
-                     False, max_attempts, self.actor, self.summary, self.now)
+                     False, max_attempts, self.actor, self.summary, self.now, dispatcher(self.detail))
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,13 @@ class JobGuard:
 
 # A claim asks the caller's rule whether the guarded job may dispatch: a refusal or None.
 MayDispatch = Callable[[JobGuard], Any]
+
+
+def dispatcher(detail):
+    """The n8n execution an event's detail was stamped with (core/n8n_context.py `stamp`), or None:
+    the claims store it as the attempt's ``dispatched_by``, the same value its SENT event names."""
+    n8n = (detail or {}).get("n8n") if isinstance(detail, dict) else None
+    return (n8n or {}).get("execution_id")
 
 
 def job_model(values):

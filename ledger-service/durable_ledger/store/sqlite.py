@@ -16,7 +16,8 @@ _INSERT_OP = "INSERT INTO operation (" + ", ".join(INSERT_COLS) + ") VALUES (" +
 _INSERT_EVENT = "INSERT INTO operation_event (" + EVENT_COLS + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 _CONFIRMABLE = ("SELECT o.id, o.job_id, o.state FROM operation o JOIN lease l ON l.job_id = o.job_id"
                 " WHERE o.tenant = ? AND o.operation_key = ? AND l.fencing_token = ?"
-                " AND o.state IN ('SENT', 'UNKNOWN', 'NEEDS_REVIEW')")
+                " AND o.state IN ('SENT', 'UNKNOWN', 'NEEDS_REVIEW')"
+                " AND (? IS NULL OR o.dispatched_by IS NULL OR o.dispatched_by = ?)")
 _CONFIRM = ("UPDATE operation SET state = 'CONFIRMED', remote_id = ?, receipt = ?, last_error = NULL, updated_at = ?"
             " WHERE id = ?")
 _CONFIRMED = ("SELECT " + ", ".join(f"o.{c}" for c in OP_COLS) + ", j.job_id FROM operation o"
@@ -98,10 +99,11 @@ def insert_prepared(new, detail):
     return new.model(op_id, "PREPARED")
 
 
-def confirm(tenant, key, token, remote_id, receipt_text, detail, actor, now):
-    """SENT/UNKNOWN/NEEDS_REVIEW -> CONFIRMED if the token is current: the row, or None."""
+def confirm(tenant, key, token, remote_id, receipt_text, detail, actor, now, execution_id):
+    """SENT/UNKNOWN/NEEDS_REVIEW -> CONFIRMED if the token is current and ``execution_id`` (the
+    caller's n8n execution, or None) is the one that dispatched the attempt: the row, or None."""
     with write_txn():
-        row = db.execute_sql(_CONFIRMABLE, (tenant, key, token)).fetchone()
+        row = db.execute_sql(_CONFIRMABLE, (tenant, key, token, execution_id, execution_id)).fetchone()
         if row is None:
             return None
         op_id, job_pk, before = row

@@ -37,9 +37,10 @@ from ..agent_models import AGENT_MODELS
 from ..db import db
 from ..models import ALL_MODELS
 from ..wait_models import WAIT_MODELS
-from . import m0001_baseline, m0002_approval_denials_and_waits, m0003_unambiguous_key_lookups
+from . import m0001_baseline, m0002_approval_denials_and_waits, m0003_unambiguous_key_lookups, m0004_attempt_dispatcher
 
-MIGRATIONS = [m0001_baseline, m0002_approval_denials_and_waits, m0003_unambiguous_key_lookups]
+MIGRATIONS = [m0001_baseline, m0002_approval_denials_and_waits, m0003_unambiguous_key_lookups,
+              m0004_attempt_dispatcher]
 HEAD = MIGRATIONS[-1].VERSION
 _PG_LOCK_KEY = 0x6475726C  # "durl": one advisory lock for schema work
 
