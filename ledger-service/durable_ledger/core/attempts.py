@@ -94,7 +94,12 @@ def settle_foreign(principal, op, token, kind, remote_id=None, receipt=None, err
         now = time.time()
         entry = _entry(kind, MISMATCH, op, token, remote_id, receipt, error, now)
         to_state = S.UNKNOWN if op.state != S.NEEDS_REVIEW and registry.find(op.action, op.target) else S.NEEDS_REVIEW
-        kept, _new = _kept(op, entry)
+        kept, new = _kept(op, entry)
+        binding = {"standing": MISMATCH, "dispatched_by": entry["dispatched_by"], "reported_by": entry["execution_id"],
+                   "receipt_kept": True}
+        if not new and op.state in (S.UNKNOWN, S.NEEDS_REVIEW):  # a retried call: kept already
+            op.binding = binding
+            return op
         last_error = {"kind": MISMATCH, "dispatched_by": op.dispatched_by, "reported_by": entry["execution_id"],
                       "reported": kind, "remote_id": entry["remote_id"]}
         try:
@@ -108,8 +113,7 @@ def settle_foreign(principal, op, token, kind, remote_id=None, receipt=None, err
                 raise
             continue
         settled = store.get_operation(principal.tenant, op.operation_key)
-        settled.binding = {"standing": MISMATCH, "dispatched_by": entry["dispatched_by"],
-                           "reported_by": entry["execution_id"], "receipt_kept": True}
+        settled.binding = binding
         return settled
     raise InvalidTransition("the operation kept changing while the receipt was kept; send it again",
                             {"state": op.state})

@@ -1,0 +1,222 @@
+"""An attempt belongs to the n8n execution that began it (core/attempts.py; issue 22, 10 and 11).
+
+Every case counts what the ledger stored: the operation's state, its events (SENT, CONFIRMED,
+the receipts kept as evidence) and the calls a scripted reconciler received. On both backends.
+"""
+
+from urllib.parse import quote
+
+import pytest
+
+from conftest import auth
+from durable_ledger.reconcile import registry
+from durable_ledger.reconcile.verdicts import Absent
+
+EDITOR = auth("editor-token")
+
+
+def n8n(execution_id, token="runner-token"):
+    return {**auth(token), "X-N8N-Execution-Id": str(execution_id), "X-N8N-Workflow-Id": "wfOrders"}
+
+
+class Scripted:
+    """A reconciler whose lookup finds nothing and whose verify says ``exists``; counts calls."""
+
+    def __init__(self, exists=True):
+        self.exists, self.lookups, self.verified = exists, 0, []
+
+    def lookup(self, op):
+        self.lookups += 1
+        return Absent(True, {"lookup": "operation_key"})
+
+    def verify(self, op, remote_id):
+        self.verified.append(remote_id)
+        return self.exists
+
+
+@pytest.fixture
+def reconciler():
+    """Registers a scripted reconciler for the orders when called (once the test wants one)."""
+    made = []
+
+    def register(exists=True):
+        made.append(Scripted(exists))
+        registry.register("test.order", made[-1])
+        return made[-1]
+
+    yield register
+    registry.unregister("test.order")
+
+
+def lease(client, job="a1", owner="w", takeover=False, headers=None):
+    client.put(f"/v1/jobs/{job}", json={}, headers=auth())
+    body = {"owner": owner, **({"takeover": True} if takeover else {})}
+    return client.post(f"/v1/jobs/{job}/lease", json=body, headers=headers or auth()).get_json()["fencing_token"]
+
+
+def begin(client, token, headers, job="a1"):
+    r = client.post("/v1/operations/begin", headers=headers, json={
+        "job_id": job, "action": "order", "target": "test:shop", "payload": {"order": 7}, "fencing_token": token})
+    assert r.status_code == 200, r.get_json()
+    return r.get_json()
+
+
+def confirm(client, key, token, remote_id, headers):
+    return client.post(f"/v1/operations/{quote(key, safe='')}/confirm", headers=headers,
+                       json={"fencing_token": token, "remote_id": remote_id, "receipt": {"order_id": remote_id}})
+
+
+def events(client, key):
+    return client.get(f"/v1/operations/{quote(key, safe='')}", headers=auth()).get_json()["events"]
+
+
+def kept(evs):
+    return [e["detail"]["receipt_kept"] for e in evs if "receipt_kept" in (e["detail"] or {})]
+
+
+def moves(evs, to_state):
+    return [e for e in evs if e["to_state"] == to_state and e["from_state"] != to_state]
+
+
+def test_attempts_confirm_from_another_execution_is_not_confirmed(client):
+    """Defect 10: n8n's Retry of a crashed execution (a new id) confirms a second write."""
+    tok = lease(client)
+    out = begin(client, tok, n8n(10))
+    key = out["operation"]["operation_key"]
+    assert (out["decision"], out["operation"]["dispatched_by"]) == ("dispatch", "10")
+    r = confirm(client, key, tok, "order-2", n8n(12))
+    assert r.status_code == 200, r.get_json()
+    body = r.get_json()
+    assert (body["decision"], body["reason"]) == ("needs_review", "execution_mismatch")  # no reconciler for it
+    assert body["attempt_binding"] == {"standing": "execution_mismatch", "dispatched_by": "10", "reported_by": "12",
+                                       "receipt_kept": True}
+    assert body["operation"]["state"] == "NEEDS_REVIEW" and body["operation"]["remote_id"] is None
+    evs = events(client, key)
+    assert len(moves(evs, "CONFIRMED")) == 0
+    assert [(k["execution_id"], k["remote_id"], k["standing"]) for k in kept(evs)] == \
+        [("12", "order-2", "execution_mismatch")]
+    assert [e["detail"]["n8n"]["execution_id"] for e in moves(evs, "SENT")] == ["10"]
+    # A retried call of the same execution keeps nothing new.
+    assert confirm(client, key, tok, "order-2", n8n(12)).get_json()["operation"]["state"] == "NEEDS_REVIEW"
+    assert len(kept(events(client, key))) == 1
+    item = client.get(f"/v1/reviews/{quote(key, safe='')}", headers=EDITOR).get_json()
+    assert [(c["id"], c["source"]) for c in item["candidates"]] == [("order-2", "caller_receipt")]
+    assert item["last_error"]["kind"] == "execution_mismatch"
+    # The attempt's own execution still settles it (late evidence settles a review); the other
+    # execution's receipt stays on the record.
+    r = confirm(client, key, tok, "order-1", n8n(10))
+    assert r.get_json()["operation"]["state"] == "CONFIRMED" and "decision" not in r.get_json()
+    evs = events(client, key)
+    assert [e["detail"]["remote_id"] for e in moves(evs, "CONFIRMED")] == ["order-1"]
+    assert [k["remote_id"] for k in kept(evs)] == ["order-2"]
+
+
+def test_attempts_another_execution_with_a_reconciler_goes_to_unknown(client, reconciler):
+    scripted = reconciler()
+    tok = lease(client)
+    key = begin(client, tok, n8n(10))["operation"]["operation_key"]
+    body = confirm(client, key, tok, "order-2", n8n(12)).get_json()
+    assert (body["decision"], body["operation"]["state"]) == ("reconcile", "UNKNOWN")
+    # The reconciler's verdict (absent) would allow a retry; a kept receipt of ANOTHER execution
+    # is not the attempt's, so it is not verified on its own: the lookup decides.
+    assert scripted.verified == []
+
+
+@pytest.mark.parametrize("verb,body,state", [
+    ("fail", {"retryable": True, "error": {"message": "409 duplicate"}}, "NEEDS_REVIEW"),
+    ("unknown", {"error": {"message": "timeout"}}, "NEEDS_REVIEW"),
+    ("outcome", {"http_status": 400}, "NEEDS_REVIEW"),
+])
+def test_attempts_outcome_from_another_execution_is_not_applied(client, verb, body, state):
+    tok = lease(client)
+    key = begin(client, tok, n8n(10))["operation"]["operation_key"]
+    r = client.post(f"/v1/operations/{quote(key, safe='')}/{verb}", headers=n8n(12), json={"fencing_token": tok, **body})
+    assert r.status_code == 200, r.get_json()
+    assert (r.get_json()["operation"]["state"], r.get_json()["reason"]) == (state, "execution_mismatch")
+    evs = events(client, key)
+    assert len(moves(evs, "FAILED")) == 0 and len(kept(evs)) == 1
+
+
+@pytest.mark.parametrize("begin_headers,confirm_headers", [
+    (auth(), auth()),  # curl, Python clients: the token alone binds, as before
+    (auth(), n8n(12)),  # dispatched without an execution id
+    (n8n(10), auth()),  # confirmed without one
+    (n8n(10), n8n(10)),  # the same execution (a Wait node keeps the id)
+])
+def test_attempts_calls_without_two_execution_ids_confirm_as_before(client, begin_headers, confirm_headers):
+    tok = lease(client)
+    key = begin(client, tok, begin_headers)["operation"]["operation_key"]
+    body = confirm(client, key, tok, "order-1", confirm_headers).get_json()
+    assert body["operation"]["state"] == "CONFIRMED" and "decision" not in body
+    evs = events(client, key)
+    assert len(moves(evs, "CONFIRMED")) == 1 and kept(evs) == []
+
+
+def test_attempts_batch_confirm_from_another_execution_is_not_confirmed(client):
+    tok = lease(client)
+    key = begin(client, tok, n8n(10))["operation"]["operation_key"]
+    r = client.post("/v1/operations/batch", headers=n8n(12), json={"confirm": [
+        {"operation_key": key, "fencing_token": tok, "remote_id": "order-2"}]})
+    (slot,) = r.get_json()["confirm"]
+    assert (slot["operation"]["state"], slot["reason"]) == ("NEEDS_REVIEW", "execution_mismatch")
+    assert len(moves(events(client, key), "CONFIRMED")) == 0
+
+
+def _fenced_out(client):
+    """Defect 11: A begins and writes, B takes over and begins (reconcile: no reconciler yet, or
+    A's write is still in flight), A's confirm is stale."""
+    tok_a = lease(client, owner="a")
+    key = begin(client, tok_a, n8n(20))["operation"]["operation_key"]
+    tok_b = lease(client, owner="b", takeover=True)
+    assert begin(client, tok_b, n8n(21))["decision"] == "reconcile"
+    r = confirm(client, key, tok_a, "order-1", n8n(20))
+    assert r.status_code == 409 and r.get_json()["error"]["code"] == "stale_fencing_token"
+    details = r.get_json()["error"]["details"]
+    assert (details["receipt_kept"], details["remote_id"], details["state"]) == (True, "order-1", "SENT")
+    evs = events(client, key)
+    assert [(k["standing"], k["remote_id"], k["current_attempt"]) for k in kept(evs)] == \
+        [("stale_fencing_token", "order-1", True)]
+    assert len(moves(evs, "CONFIRMED")) == 0
+    return key, tok_b
+
+
+def test_attempts_stale_receipt_is_verified_by_the_new_owners_reconciliation(client, reconciler):
+    key, tok_b = _fenced_out(client)
+    scripted = reconciler()
+    out = begin(client, tok_b, n8n(21))  # the new owner runs again: the reconciler verifies A's receipt
+    assert (out["decision"], out["receipt"]["remote_id"]) == ("reuse_receipt", "order-1"), out
+    assert scripted.verified == ["order-1"]
+    evs = events(client, key)
+    assert len(moves(evs, "SENT")) == 1 and len(moves(evs, "CONFIRMED")) == 1  # never dispatched twice
+    assert moves(evs, "CONFIRMED")[0]["detail"]["source"] == "kept_receipt"
+
+
+def test_attempts_stale_receipt_not_verified_goes_to_an_editor_not_to_a_retry(client, reconciler):
+    key, tok_b = _fenced_out(client)
+    reconciler(exists=False)
+    out = begin(client, tok_b, n8n(21))
+    assert (out["decision"], out["operation"]["state"]) == ("needs_review", "NEEDS_REVIEW"), out
+    assert len(moves(events(client, key), "SENT")) == 1 and len(moves(events(client, key), "FAILED")) == 0
+
+
+def test_attempts_stale_receipt_without_reconciler_is_the_review_candidate(client):
+    key, tok_b = _fenced_out(client)
+    r = client.post(f"/v1/operations/{quote(key, safe='')}/reconcile", headers=EDITOR)  # what the sweeper does
+    assert r.get_json()["operation"]["state"] == "NEEDS_REVIEW"
+    item = client.get(f"/v1/reviews/{quote(key, safe='')}", headers=EDITOR).get_json()
+    assert [(c["id"], c["standing"], c["execution_id"]) for c in item["candidates"]] == \
+        [("order-1", "stale_fencing_token", "20")]
+    r = client.post(f"/v1/reviews/{quote(key, safe='')}/resolve", headers=EDITOR,
+                    json={"decision": "confirm", "remote_id": item["candidates"][0]["id"]})  # one click
+    assert r.get_json()["operation"]["state"] == "CONFIRMED"
+    assert begin(client, tok_b, n8n(21))["decision"] == "reuse_receipt"
+
+
+def test_attempts_caller_lookup_absent_does_not_outvote_a_stale_receipt(client):
+    key, tok_b = _fenced_out(client)
+    r = client.post(f"/v1/operations/{quote(key, safe='')}/lookup-result", headers=n8n(21),
+                    json={"fencing_token": tok_b, "attempt": 1, "result": "absent"})
+    assert r.status_code == 200, r.get_json()
+    assert r.get_json()["decision"] == "needs_review"
+    evs = events(client, key)
+    assert len(moves(evs, "SENT")) == 1 and len(moves(evs, "FAILED")) == 0
