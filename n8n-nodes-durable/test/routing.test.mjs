@@ -229,6 +229,59 @@ describe('record outcome routes', () => {
 		assert.equal(out[0][0].json.durable.state, 'UNKNOWN');
 	});
 
+	/** The ledger's own record of the operation: its events, counted by the tests below. */
+	async function ledgerEvents(key) {
+		const res = await fetch(`${ledger.url}/v1/operations/${encodeURIComponent(key)}`, {
+			headers: { Authorization: `Bearer ${RUNNER_TOKEN}` },
+		});
+		return (await res.json()).events;
+	}
+	const keptReceipts = (events) => events.filter((e) => e.detail && e.detail.receipt_kept);
+	const movesTo = (events, state) => events.filter((e) => e.to_state === state && e.from_state !== state);
+
+	test('confirm_from_another_execution_goes_to_needs_attention_not_done', async () => {
+		// n8n's Retry of a crashed execution is a new execution that resumes after Begin Step.
+		const jobId = uniqueJob('rec-retry');
+		const token = await startJob(jobId);
+		const began = await run(beginParams(jobId, token, { routeToLookUp: false }), [{ json: { order: 1 } }], { executionId: '10' });
+		const key = began[0][0].json.durable.operation_key;
+		const out = await run(recordParams(key, token), [{ json: { id: 'order-2' } }], { executionId: '12' });
+		assert.deepEqual(sizes(out), [0, 1]);
+		const d = out[1][0].json.durable;
+		assert.deepEqual([d.reason, d.state, d.attempt_binding.dispatched_by, d.attempt_binding.reported_by], ['execution_mismatch', 'NEEDS_REVIEW', '10', '12']);
+		assert.match(d.explanation, /another n8n execution/);
+		const events = await ledgerEvents(key);
+		assert.equal(movesTo(events, 'CONFIRMED').length, 0);
+		assert.deepEqual(keptReceipts(events).map((e) => e.detail.receipt_kept.remote_id), ['order-2']);
+	});
+
+	test('confirm_of_the_same_execution_is_done', async () => {
+		const jobId = uniqueJob('rec-same');
+		const token = await startJob(jobId);
+		const began = await run(beginParams(jobId, token, { routeToLookUp: false }), [{ json: { order: 1 } }], { executionId: '30' });
+		const key = began[0][0].json.durable.operation_key;
+		const out = await run(recordParams(key, token), [{ json: { id: 'order-1' } }], { executionId: '30' });
+		assert.deepEqual(sizes(out), [1, 0]);
+		assert.equal(movesTo(await ledgerEvents(key), 'CONFIRMED').length, 1);
+	});
+
+	test('fenced_out_confirm_goes_to_needs_attention_and_the_receipt_is_kept', async () => {
+		const jobId = uniqueJob('rec-stale');
+		const token = await startJob(jobId);
+		const began = await run(beginParams(jobId, token, { routeToLookUp: false }), [{ json: { order: 1 } }], { executionId: '20' });
+		const key = began[0][0].json.durable.operation_key;
+		const newer = await run({ operation: 'startJob', jobId, owner: 'exec-B', startOptions: { takeover: true } });
+		assert.ok(newer[0][0].json.fencing_token > token);
+		const out = await run(recordParams(key, token), [{ json: { id: 'order-1' } }], { executionId: '20' });
+		assert.deepEqual(sizes(out), [0, 1]);
+		const d = out[1][0].json.durable;
+		assert.deepEqual([d.reason, d.receipt_kept, d.candidate_remote_id, d.state], ['stale_fencing_token', true, 'order-1', 'SENT']);
+		assert.match(d.explanation, /kept as evidence/);
+		const events = await ledgerEvents(key);
+		assert.deepEqual(keptReceipts(events).map((e) => [e.detail.receipt_kept.standing, e.detail.receipt_kept.remote_id]), [['stale_fencing_token', 'order-1']]);
+		assert.equal(movesTo(events, 'CONFIRMED').length, 0);
+	});
+
 	test('error_item_with_continue_on_fail_is_not_done', async () => {
 		const out = await run(recordParams('', 1), [{ json: { id: 1 } }], { continueOnFail: true });
 		assert.deepEqual(sizes(out), [0, 1]);

@@ -53,6 +53,8 @@ export const REASONS: Readonly<Record<string, string>> = {
 		'This operation key belongs to another job. Operation keys are unique per tenant: include the job ID in the key, or leave Operation Key empty for the default.',
 	stale_fencing_token:
 		"Another execution took over this job's lease after this one started. This execution must stop; the newer one continues.",
+	execution_mismatch:
+		"This outcome was reported by another n8n execution than the one that began the step (n8n's Retry of an execution runs as a new execution and repeats the nodes after Begin Step, so the side effect may have happened twice). The ledger kept this result as evidence and did not mark the step done: check the remote system for a second object, then settle the step in the review queue.",
 
 	// The node's own codes.
 	needs_review: AWAITING_EDITOR,

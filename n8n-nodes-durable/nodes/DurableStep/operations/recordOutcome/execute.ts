@@ -1,7 +1,7 @@
 import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 import { fencingToken, requiredString } from '../../params';
 import { explainOwn } from '../../reasons';
-import { ledgerCall, operationPath } from '../../transport';
+import { ledgerRequest, operationPath, refusalError, type LedgerRefusal } from '../../transport';
 import { DONE, NEEDS_ATTENTION, PROCEED, type DurableOperation, type StepResult } from '../../types';
 import { outcomeRequest } from './request';
 
@@ -33,6 +33,25 @@ function recordedDurable(verb: string, key: string, token: number, operation: ID
 	};
 }
 
+/**
+ * A fenced-out execution's outcome (409 stale_fencing_token): another execution took the job over
+ * while this one was writing. The ledger keeps the receipt as evidence (details.receipt_kept) for
+ * the new owner's reconciliation or the review queue; this execution stops on Needs Attention.
+ */
+function staleAttention(item: INodeExecutionData, verb: string, key: string, token: number, refusal: LedgerRefusal): StepResult {
+	const details = refusal.details ?? {};
+	const durable = recordedDurable(verb, key, token, { state: details.state ?? null, operation_key: key });
+	durable.reason = refusal.code;
+	durable.receipt_kept = details.receipt_kept === true;
+	durable.candidate_remote_id = (details.remote_id as string) ?? null;
+	durable.details = details;
+	const kept = durable.receipt_kept
+		? ' Its result was kept as evidence: the newer execution\'s reconciliation (or an editor, in the review queue) settles the step with it; nothing is repeated.'
+		: '';
+	durable.explanation = `${explainOwn(refusal.code, refusal.message)}${kept}`;
+	return { output: NEEDS_ATTENTION, json: { ...item.json, durable } };
+}
+
 /** Confirm / fail / unknown / outcome for one step; 1.1 routes Done or Needs Attention. */
 export async function recordOutcomeItem(
 	ctx: IExecuteFunctions,
@@ -42,14 +61,28 @@ export async function recordOutcomeItem(
 	const key = requiredString(ctx, 'operationKey', i, 'Operation Key');
 	const token = fencingToken(ctx, i);
 	const { verb, body, failure } = outcomeRequest(ctx, i, item, token);
+	const v11 = Number(ctx.getNode().typeVersion ?? 1) >= 1.1;
 
-	const answer = await ledgerCall(ctx, 'POST', operationPath(key, verb), body, i, `Recording the outcome of ${key}`);
+	const sent = await ledgerRequest(ctx, 'POST', operationPath(key, verb), body, i);
+	if (!sent.ok) {
+		if (v11 && sent.refusal.code === 'stale_fencing_token') return staleAttention(item, verb, key, token, sent.refusal);
+		throw refusalError(ctx, sent.refusal, i, `Recording the outcome of ${key}`);
+	}
+	const answer = sent.body;
 	const operation = (answer.operation as IDataObject) ?? {};
 	const durable = recordedDurable(verb, key, token, operation);
 	if (failure) durable.side_effect_error = { ...failure };
 	if (answer.classification) durable.classification = answer.classification;
 	const json = { ...item.json, durable };
-	if (Number(ctx.getNode().typeVersion ?? 1) < 1.1) return { output: PROCEED, json };
+	if (!v11) return { output: PROCEED, json };
+	if (answer.reason === 'execution_mismatch') {
+		// Another execution began this attempt (n8n's Retry of a crashed execution is a new one):
+		// the ledger kept this result as evidence and sent the step to reconciliation.
+		durable.reason = 'execution_mismatch';
+		durable.explanation = explainOwn('execution_mismatch', answer.message);
+		durable.attempt_binding = (answer.attempt_binding as IDataObject) ?? null;
+		return { output: NEEDS_ATTENTION, json };
+	}
 	if (durable.state === 'CONFIRMED') return { output: DONE, json };
 	const reason = notDoneReason(operation, String(answer.classification ?? verb));
 	durable.reason = reason;
