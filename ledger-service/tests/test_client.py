@@ -211,7 +211,8 @@ def test_stale_token_after_a_takeover_is_the_same_exception_on_both_transports(l
             step.confirm("41", {"id": 41})
     exc = refused.value
     assert isinstance(exc, LedgerError) and (exc.code, exc.http_status) == ("stale_fencing_token", 409)
-    assert exc.details == {"given": 1, "current": 2}
+    assert exc.details == {"given": 1, "current": 2, "receipt_kept": True, "operation_key": exc.details["operation_key"],
+                           "state": "SENT", "remote_id": "41"}  # the receipt is kept as evidence (core/attempts.py)
     assert rows(job_id) == [("SENT", 1, None)]  # neither the confirm nor the unknown landed
     with pytest.raises(StaleFencingToken):  # a begin with the old token: refused before the body
         run(old, body, action="set_seo")

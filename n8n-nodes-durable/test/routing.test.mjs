@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import { after, before, describe, test } from 'node:test';
 import { DurableStep, runNode } from './fake-context.mjs';
-import { RUNNER_TOKEN, startLedger } from './ledger.mjs';
+import { EDITOR_TOKEN, RUNNER_TOKEN, startLedger } from './ledger.mjs';
 
 const require = createRequire(import.meta.url);
 const { configuredOutputs, OUTPUTS_EXPRESSION } = require('../dist/nodes/DurableStep/outputs.js');
@@ -278,8 +278,12 @@ describe('record outcome routes', () => {
 		assert.deepEqual([d.reason, d.receipt_kept, d.candidate_remote_id, d.state], ['stale_fencing_token', true, 'order-1', 'SENT']);
 		assert.match(d.explanation, /kept as evidence/);
 		const events = await ledgerEvents(key);
-		assert.deepEqual(keptReceipts(events).map((e) => [e.detail.receipt_kept.standing, e.detail.receipt_kept.remote_id]), [['stale_fencing_token', 'order-1']]);
 		assert.equal(movesTo(events, 'CONFIRMED').length, 0);
+		assert.equal(events.filter((e) => e.to_state === 'SENT').length, 1);
+		// Kept on the operation as evidence (the editors' view of it), not as its outcome.
+		const res = await fetch(`${ledger.url}/v1/reviews/${encodeURIComponent(key)}`, { headers: { Authorization: `Bearer ${EDITOR_TOKEN}` } });
+		const kept = (await res.json()).evidence.receipts;
+		assert.deepEqual(kept.map((r) => [r.standing, r.remote_id, r.execution_id]), [['stale_fencing_token', 'order-1', '20']]);
 	});
 
 	test('error_item_with_continue_on_fail_is_not_done', async () => {

@@ -29,6 +29,7 @@ from ..reconcile import registry
 from ..store.db import write_txn
 from ..store.models import Operation
 from . import states as S
+from .audit import audit
 from .n8n_context import current, stamp
 
 MISMATCH = "execution_mismatch"
@@ -120,7 +121,9 @@ def settle_foreign(principal, op, token, kind, remote_id=None, receipt=None, err
 
 
 def keep_stale(principal, op, token, kind, remote_id=None, receipt=None, error=None):
-    """Keep a fenced-out caller's receipt on ``op`` as evidence: no state changes, one event."""
+    """Keep a fenced-out caller's receipt on ``op`` as evidence: no state changes. Recorded in the
+    audit log (`receipt_kept`), not as an operation event: the state does not move, and an event
+    into SENT would count as a dispatch (`store.count_dispatches`)."""
     now = time.time()
     entry = _entry(kind, STALE, op, token, remote_id, receipt, error, now)
     with write_txn():
@@ -128,8 +131,9 @@ def keep_stale(principal, op, token, kind, remote_id=None, receipt=None, error=N
         kept, new = _kept(cur, entry)
         if new:
             Operation.update(evidence={**(cur.evidence or {}), "receipts": kept}).where(Operation.id == op.id).execute()
-            store.add_event(op.id, op.job_id, cur.state, cur.state, principal.actor, token,
-                            stamp({"reason": STALE, "receipt_kept": entry}), now)
+            audit(principal.tenant, op.job_id, principal.actor, "receipt_kept",
+                  stamp({"operation_key": op.operation_key, "reason": STALE, "state": cur.state,
+                         "remote_id": entry["remote_id"], "receipt_kept": entry}))
     return entry
 
 

@@ -59,6 +59,8 @@ _AUDIT_TEXT = {
     "approval_denied": ("approval denied: {reason}", "denied"),
     "review_resolved": ("review resolved: {decision}", "review"),
     "receipt_reused": ("receipt reused: not repeated, remote id {remote_id}", "reuse"),
+    "receipt_kept": ("receipt of a fenced-out execution kept as evidence, not as the outcome: remote id {remote_id}",
+                     "bad"),
     "job_halted": ("job halted: {reason}", "bad"),
     "job_cancelled": ("job cancelled", "bad"),
     "job_resumed": ("resumed by {owner} (attempt {attempt})", "lease"),
