@@ -229,3 +229,18 @@ def test_attempts_caller_lookup_absent_does_not_outvote_a_stale_receipt(client):
     assert r.get_json()["decision"] == "needs_review"
     evs = events(client, key)
     assert len(moves(evs, "SENT")) == 1 and len(moves(evs, "FAILED")) == 0
+
+
+def test_attempts_every_claim_records_its_execution(client):
+    """The one-statement begin, the batch claim (PostgreSQL's multi-row statement) and a retry
+    claim each store the caller's execution as the attempt's dispatcher."""
+    tok = lease(client)
+    r = client.post("/v1/operations/batch", headers=n8n(40), json={"begin": [
+        {"job_id": "a1", "action": f"order-{i}", "payload": {"i": i}, "fencing_token": tok} for i in range(3)]})
+    assert [s["operation"]["dispatched_by"] for s in r.get_json()["begin"]] == ["40", "40", "40"]
+    key = r.get_json()["begin"][0]["operation"]["operation_key"]
+    client.post(f"/v1/operations/{quote(key, safe='')}/fail", headers=n8n(40), json={"fencing_token": tok})
+    out = client.post("/v1/operations/begin", headers=n8n(41), json={
+        "job_id": "a1", "action": "order-0", "payload": {"i": 0}, "fencing_token": tok}).get_json()
+    assert (out["decision"], out["operation"]["attempt"], out["operation"]["dispatched_by"]) == ("dispatch", 2, "41")
+    assert confirm(client, key, tok, "o-0", n8n(40)).get_json()["reason"] == "execution_mismatch"
