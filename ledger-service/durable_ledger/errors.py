@@ -111,6 +111,13 @@ class ContentChanged(LedgerError):
     code, http_status = "content_changed", 409
 
 
+class StoredValueInvalid(LedgerError):
+    """A value stored before the input checks covered it cannot be read (a job's budget that is
+    not a number): the ledger refuses to act on it rather than guess a limit."""
+
+    code, http_status = "stored_value_invalid", 409
+
+
 class ReceiptConflict(LedgerError):
     """The operation is already confirmed with another remote id."""
 

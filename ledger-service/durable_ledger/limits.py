@@ -1,5 +1,6 @@
 """Input limits in one place: what the API (and the in-process client) refuse before the core
-or a driver sees it. Plain Python, no Flask: durable_ledger/client/checks.py applies them too.
+or a driver sees it. Plain Python, no Flask: durable_ledger/checks.py (the field checks both
+the routes and LocalLedger call) builds on them.
 
 Each refusal is a 4xx in the error shape (docs/api.md, "Limits"):
 
@@ -168,8 +169,13 @@ def check_request_text(request):
 
 def check_query_args(args, max_len=MAX_QUERY_VALUE):
     for name, value in args.items(multi=True):
-        # Form notes may span lines: only NUL and surrogates there; query values are identifiers.
-        bad = BAD_TEXT if max_len != MAX_QUERY_VALUE else BAD_ID_CHARS
-        if BAD_ID_CHARS.search(name) or bad.search(value) or len(value) > max_len:
-            raise InvalidValue(f"parameter {name[:40]!r} has control characters or is too long",
-                               {"parameter": name[:40], "max_length": max_len})
+        check_query_value(name, value, max_len)
+
+
+def check_query_value(name, value, max_len=MAX_QUERY_VALUE):
+    """One query parameter (LocalLedger checks its ``states`` list as the ``state`` parameter)."""
+    # Form notes may span lines: only NUL and surrogates there; query values are identifiers.
+    bad = BAD_TEXT if max_len != MAX_QUERY_VALUE else BAD_ID_CHARS
+    if BAD_ID_CHARS.search(name) or bad.search(value) or len(value) > max_len:
+        raise InvalidValue(f"parameter {name[:40]!r} has control characters or is too long",
+                           {"parameter": name[:40], "max_length": max_len})

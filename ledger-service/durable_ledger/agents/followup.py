@@ -22,6 +22,7 @@ from peewee import IntegrityError
 from ..core import states as S
 from ..core.budgets import tool_calls_used
 from ..core.digest import request_digest
+from ..checks import BUDGETS, stored_budgets
 from ..errors import DigestMismatch
 from ..fencing import check_fence
 from ..store.agent_models import FollowUp
@@ -33,7 +34,7 @@ from .sync import OPEN_TURN_STATUSES, retrieve_session
 
 
 def _budget_reasons(job, now):
-    b, out = job.budgets or {}, []
+    b, out = stored_budgets(job, tuple(BUDGETS)), []
     if b.get("max_cost") is not None and job.cost >= b["max_cost"]:
         out.append({"reason": "budget_exhausted", "budget": "max_cost"})
     if b.get("max_tool_calls") is not None and tool_calls_used(job) >= b["max_tool_calls"]:

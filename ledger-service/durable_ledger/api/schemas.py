@@ -2,7 +2,10 @@
 
 Value limits match the columns on both backends (PostgreSQL ``integer`` is 32-bit, strings are
 ``varchar(n)``); the limits every body shares (depth, NUL, surrogates, non-finite numbers) are
-applied while parsing, in ``limits.parse_json``.
+applied while parsing, in ``limits.parse_json``. The fields LocalLedger takes too (ids, keys,
+actions, targets, owners, tokens, task versions, budgets, ttl, cost, remote ids, receipt and
+error sizes) are checked by durable_ledger.checks, the one module both doors call: here each is
+a `Shared` field, whose marshmallow type and validators only describe it in /openapi.json.
 """
 
 import time
@@ -11,10 +14,9 @@ from datetime import datetime, timezone
 from flask import current_app
 from marshmallow import RAISE, Schema, ValidationError, fields, validate
 
-from ..core.digest import canonical_json
 from ..errors import MalformedJson, ValidationFailed
-from .. import limits
-from ..limits import MAX_COST_PER_CALL, MAX_JOB_COST
+from .. import checks, limits
+from ..limits import MAX_JOB_COST
 
 _key = validate.Length(min=1, max=255)
 MAX_APPROVAL_HORIZON_S = 100 * 365 * 86400
@@ -32,9 +34,6 @@ def _identifier(max_len=255, slashes=True):
     return check
 
 
-_job_id = _identifier(255, slashes=False)
-_action = _identifier(255)
-_operation_key = _identifier(512)
 
 
 def _expiry(value):
@@ -50,17 +49,71 @@ def _expiry(value):
         raise ValidationError("must be at most 100 years from now")
 
 
-class RemoteId(fields.Raw):
-    """The remote object's id: a string or an integer that fits the 255-character column."""
+class _Shared:
+    """A field checked by durable_ledger.checks (``check``: value -> normalised value)."""
+
+    def __init__(self, check, *args, **kwargs):
+        self.check = check
+        super().__init__(*args, **kwargs)
 
     def _deserialize(self, value, attr, data, **kwargs):
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, (str, int)):
-            raise ValidationError("must be a string or an integer")
-        if len(str(value)) > 255:
-            raise ValidationError("must be at most 255 characters")
-        return value
+        try:
+            return self.check(value)
+        except checks.Problem as exc:
+            raise ValidationError(exc.messages) from None
+
+
+class SharedInt(_Shared, fields.Integer):
+    pass
+
+
+class SharedFloat(_Shared, fields.Float):
+    pass
+
+
+class SharedStr(_Shared, fields.String):
+    pass
+
+
+class SharedBool(_Shared, fields.Boolean):
+    pass
+
+
+class SharedDict(_Shared, fields.Dict):
+    pass
+
+
+class SharedNested(_Shared, fields.Nested):
+    pass
+
+
+class SharedList(_Shared, fields.List):
+    pass
+
+
+class RemoteId(_Shared, fields.Raw):
+    """The remote object's id: a string or an integer that fits the 255-character column."""
+
+    def __init__(self, **kwargs):
+        super().__init__(checks.remote_id, **kwargs)
+
+
+def _number(check, **kwargs):
+    """A Shared number field; its Range (from the check's own bounds) is for the document."""
+    cls = SharedInt if check.kind is int else SharedFloat
+    return cls(check, validate=validate.Range(min=check.lo, max=check.hi), **kwargs)
+
+
+def _token():
+    return _number(checks.FENCING_TOKEN, required=True, strict=True)
+
+
+def _bool(**kwargs):
+    return SharedBool(checks.boolean, **kwargs)
+
+
+def _dict(**kwargs):
+    return SharedDict(checks.mapping, **kwargs)
 
 
 class Strict(Schema):
@@ -71,64 +124,61 @@ class Strict(Schema):
     sized = {}
 
 
-class BudgetsSchema(Strict):
-    deadline_s = fields.Float(validate=validate.Range(min=0, max=10 * 365 * 86400))
-    max_cost = fields.Float(validate=validate.Range(min=0, max=MAX_JOB_COST))
-    max_tool_calls = fields.Integer(validate=_int32(min=0))
-    max_resume_attempts = fields.Integer(validate=_int32(min=0))
-    max_attempts = fields.Integer(validate=validate.Range(min=1, max=100))
+# For the document: the budgets are read by checks.budgets (JobPutSchema.budgets).
+BudgetsSchema = Strict.from_dict({name: _number(check) for name, check in checks.BUDGETS.items()},
+                                 name="BudgetsSchema")
 
 
 class JobPutSchema(Strict):
-    task_version = fields.Integer(load_default=1, validate=_int32(min=1))
-    pipeline = fields.String(load_default="generic", validate=validate.Length(min=1, max=64))
-    phases = fields.List(fields.String(validate=validate.Length(min=1, max=64)), load_default=None,
-                         validate=validate.Length(min=1, max=100))
-    budgets = fields.Nested(BudgetsSchema, load_default=dict)
-    session_id = fields.String(load_default=None, allow_none=True, validate=_key)
-    policy_hash = fields.String(load_default=None, allow_none=True, validate=validate.Length(max=128))
+    task_version = _number(checks.TASK_VERSION, load_default=1)
+    pipeline = SharedStr(checks.PIPELINE, load_default="generic", validate=validate.Length(min=1, max=64))
+    phases = SharedList(checks.phases, fields.String(validate=validate.Length(min=1, max=64)), load_default=None,
+                        validate=validate.Length(min=1, max=100))
+    budgets = SharedNested(checks.budgets, BudgetsSchema, load_default=dict)
+    session_id = SharedStr(checks.SESSION_ID, load_default=None, allow_none=True, validate=_key)
+    policy_hash = SharedStr(checks.POLICY_HASH, load_default=None, allow_none=True, validate=validate.Length(max=128))
 
 
 class TokenSchema(Strict):
-    fencing_token = fields.Integer(required=True, strict=True, validate=_int32())
+    fencing_token = _token()
 
 
 class LeaseSchema(Strict):
-    owner = fields.String(required=True, validate=_key)
-    ttl_s = fields.Integer(load_default=None, validate=validate.Range(min=1, max=86400))
-    takeover = fields.Boolean(load_default=False)
+    owner = SharedStr(checks.OWNER, required=True, validate=_key)
+    ttl_s = _number(checks.TTL_S, load_default=None)
+    takeover = _bool(load_default=False)
 
 
 class LeaseRenewSchema(Strict):
-    owner = fields.String(required=True, validate=_key)
-    fencing_token = fields.Integer(required=True, strict=True, validate=_int32())
-    ttl_s = fields.Integer(load_default=None, validate=validate.Range(min=1, max=86400))
+    owner = SharedStr(checks.OWNER, required=True, validate=_key)
+    fencing_token = _token()
+    ttl_s = _number(checks.TTL_S, load_default=None)
 
 
 class LeaseReleaseSchema(Strict):
-    owner = fields.String(required=True, validate=_key)
-    fencing_token = fields.Integer(required=True, strict=True, validate=_int32())
+    owner = SharedStr(checks.OWNER, required=True, validate=_key)
+    fencing_token = _token()
 
 
 class BeginSchema(Strict):
-    job_id = fields.String(required=True, validate=_job_id)
-    action = fields.String(required=True, validate=_action)
+    job_id = SharedStr(checks.JOB_ID, required=True)
+    action = SharedStr(checks.ACTION, required=True)
     payload = fields.Raw(allow_none=True)
     request_hash = fields.String(validate=validate.Regexp(r"^[0-9a-f]{64}$"))
-    fencing_token = fields.Integer(required=True, strict=True, validate=_int32())
-    operation_key = fields.String(load_default=None, allow_none=True, validate=_operation_key)
-    target = fields.String(load_default=None, allow_none=True, validate=_key)
-    requires_approval = fields.Boolean(load_default=False)
+    fencing_token = _token()
+    operation_key = SharedStr(checks.OPERATION_KEY, load_default=None, allow_none=True)
+    target = SharedStr(checks.TARGET, load_default=None, allow_none=True, validate=_key)
+    requires_approval = _bool(load_default=False)
 
 
 class BatchConfirmSchema(Strict):
     sized = {"receipt": "max_receipt_bytes"}
 
-    operation_key = fields.String(required=True, validate=_operation_key)
-    fencing_token = fields.Integer(required=True, strict=True, validate=_int32())
+    operation_key = SharedStr(checks.OPERATION_KEY, required=True)
+    fencing_token = _token()
     remote_id = RemoteId(required=True)
-    receipt = fields.Dict(load_default=dict)
-    cost = fields.Float(load_default=None, allow_none=True, validate=validate.Range(min=0, max=MAX_COST_PER_CALL))
+    receipt = _dict(load_default=dict)
+    cost = _number(checks.COST, load_default=None, allow_none=True)
 
 
 class BatchSchema(Strict):
@@ -139,38 +189,38 @@ class BatchSchema(Strict):
 class ConfirmSchema(Strict):
     sized = {"receipt": "max_receipt_bytes"}
 
-    fencing_token = fields.Integer(required=True, strict=True, validate=_int32())
+    fencing_token = _token()
     remote_id = RemoteId(required=True)
-    receipt = fields.Dict(load_default=dict)
-    cost = fields.Float(load_default=None, allow_none=True, validate=validate.Range(min=0, max=MAX_COST_PER_CALL))
+    receipt = _dict(load_default=dict)
+    cost = _number(checks.COST, load_default=None, allow_none=True)
 
 
 class FailSchema(Strict):
     sized = {"error": "max_receipt_bytes"}
 
-    fencing_token = fields.Integer(required=True, strict=True, validate=_int32())
-    retryable = fields.Boolean(load_default=True)
-    error = fields.Dict(load_default=dict)
+    fencing_token = _token()
+    retryable = _bool(load_default=True)
+    error = _dict(load_default=dict)
 
 
 class UnknownSchema(Strict):
     sized = {"error": "max_receipt_bytes"}
 
-    fencing_token = fields.Integer(required=True, strict=True, validate=_int32())
-    error = fields.Dict(load_default=dict)
+    fencing_token = _token()
+    error = _dict(load_default=dict)
 
 
 class OutcomeSchema(Strict):
     sized = {"receipt": "max_receipt_bytes", "error": "max_receipt_bytes"}
 
-    fencing_token = fields.Integer(required=True, strict=True, validate=_int32())
+    fencing_token = _token()
     http_status = fields.Integer(load_default=None, allow_none=True, validate=validate.Range(min=100, max=599))
     error_kind = fields.String(load_default=None, allow_none=True,
                                validate=validate.OneOf(["timeout", "connection_reset", "connection_refused", "dns"]))
     remote_id = RemoteId(load_default=None, allow_none=True)
-    receipt = fields.Dict(load_default=dict)
-    error = fields.Dict(load_default=dict)
-    cost = fields.Float(load_default=None, allow_none=True, validate=validate.Range(min=0, max=MAX_COST_PER_CALL))
+    receipt = _dict(load_default=dict)
+    error = _dict(load_default=dict)
+    cost = _number(checks.COST, load_default=None, allow_none=True)
 
 
 class LookupResultSchema(Strict):
@@ -178,11 +228,11 @@ class LookupResultSchema(Strict):
 
     sized = {"receipt": "max_receipt_bytes", "evidence": "max_receipt_bytes"}
 
-    fencing_token = fields.Integer(required=True, strict=True, validate=_int32())
+    fencing_token = _token()
     attempt = fields.Integer(required=True, strict=True, validate=_int32(min=1))
     result = fields.String(required=True, validate=validate.OneOf(["found", "absent", "undecidable"]))
     remote_id = RemoteId(load_default=None, allow_none=True)
-    receipt = fields.Dict(load_default=dict)
+    receipt = _dict(load_default=dict)
     evidence = fields.Dict(load_default=dict)
 
 
@@ -195,9 +245,9 @@ class ArtifactSchema(Strict):
 class CheckpointSchema(Strict):
     sized = {"*": "max_checkpoint_bytes"}
 
-    fencing_token = fields.Integer(required=True, strict=True, validate=_int32())
+    fencing_token = _token()
     phase = fields.String(required=True, validate=validate.Length(min=1, max=64))
-    task_version = fields.Integer(validate=_int32(min=1))
+    task_version = _number(checks.TASK_VERSION)
     artifacts = fields.List(fields.Nested(ArtifactSchema), load_default=list, validate=validate.Length(max=1000))
     remote = fields.Dict(load_default=dict)
     next_allowed_actions = fields.List(fields.String(validate=_key), load_default=list,
@@ -206,17 +256,17 @@ class CheckpointSchema(Strict):
 
 
 class ApprovalSchema(Strict):
-    job_id = fields.String(required=True, validate=_job_id)
-    task_version = fields.Integer(required=True, validate=_int32(min=1))
-    action = fields.String(required=True, validate=_action)
+    job_id = SharedStr(checks.JOB_ID, required=True)
+    task_version = _number(checks.TASK_VERSION, required=True)
+    action = SharedStr(checks.ACTION, required=True)
     content_digest = fields.String(required=True, validate=validate.Regexp(r"^[0-9a-f]{64}$"))
-    target = fields.String(required=True, validate=_key)
+    target = SharedStr(checks.TARGET, required=True, validate=_key)
     expires_at = fields.String(required=True, validate=_expiry)
     note = fields.String(load_default=None, allow_none=True, validate=validate.Length(max=2000))
 
 
 class CancelSchema(Strict):
-    reason = fields.String(load_default=None, allow_none=True, validate=validate.Length(max=500))
+    reason = SharedStr(checks.REASON, load_default=None, allow_none=True, validate=validate.Length(max=500))
 
 
 class ReauthorizeSchema(Strict):
@@ -231,9 +281,9 @@ class CurrentArtifactSchema(Strict):
 
 
 class ResumeSchema(Strict):
-    owner = fields.String(required=True, validate=_key)
-    ttl_s = fields.Integer(load_default=None, validate=validate.Range(min=1, max=86400))
-    takeover = fields.Boolean(load_default=False)
+    owner = SharedStr(checks.OWNER, required=True, validate=_key)
+    ttl_s = _number(checks.TTL_S, load_default=None)
+    takeover = _bool(load_default=False)
     artifacts = fields.List(fields.Nested(CurrentArtifactSchema), load_default=list, validate=validate.Length(max=1000))
     policy_hash = fields.String(load_default=None, allow_none=True, validate=validate.Length(max=128))
 
@@ -271,9 +321,4 @@ def load(schema_cls, request):
 def _check_sizes(schema_cls, body):
     cfg = current_app.config["DURABLE"]
     for name, attr in schema_cls.sized.items():
-        limit = getattr(cfg, attr)
-        value = body if name == "*" else body.get(name)
-        if value is not None and len(canonical_json(value)) > limit:
-            field = "body" if name == "*" else name
-            raise ValidationFailed(f"{field} is larger than {limit} bytes of JSON",
-                                   {"fields": {field: [f"at most {limit} bytes of JSON"]}, "max_bytes": limit})
+        checks.sized("body" if name == "*" else name, body if name == "*" else body.get(name), getattr(cfg, attr))

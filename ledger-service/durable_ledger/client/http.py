@@ -6,14 +6,14 @@ dispatching twice. Errors come back as the ledger's own classes (by their code),
 non-ledger answers as LedgerUnavailable. The token is sent as a header and never shown.
 """
 
-import json
 import threading
 from urllib.parse import quote, urlsplit, urlunsplit
 
 import requests
 
+from .. import checks
 from .errors import LedgerUnavailable, error_from_http
-from .ledger import GateAnswer, Ledger
+from .ledger import GateAnswer, Ledger, begin_body, lease_body, outcome_body, release_body, renew_body
 
 
 def _shown(url):
@@ -23,7 +23,7 @@ def _shown(url):
 
 
 def _key(key):
-    return quote(key, safe="")
+    return quote(key, safe="", errors="surrogatepass")
 
 
 class HttpLedger(Ledger):
@@ -51,8 +51,9 @@ class HttpLedger(Ledger):
 
     def _call(self, method, path, body=None):
         # Serialised here, not by requests: a NaN or a lone surrogate reaches the ledger and is
-        # refused there (422 invalid_value) exactly as LocalLedger refuses it.
-        data = json.dumps(body).encode("utf-8") if body is not None else None
+        # refused there (422 invalid_value) exactly as LocalLedger refuses it; LocalLedger
+        # measures these same bytes against DURABLE_MAX_BODY_BYTES.
+        data = checks.encode(body) if body is not None else None
         try:
             r = self._http().request(method, self.url + path, data=data, headers=self._headers,
                                      timeout=self.timeout, allow_redirects=False)
@@ -75,26 +76,23 @@ class HttpLedger(Ledger):
         return body, status == 201
 
     def _acquire(self, job_id, owner, ttl_s, takeover):
-        return self._call("POST", f"/v1/jobs/{_key(job_id)}/lease",
-                          {"owner": owner, "ttl_s": ttl_s, "takeover": bool(takeover)})[1]
+        return self._call("POST", f"/v1/jobs/{_key(job_id)}/lease", lease_body(owner, ttl_s, takeover))[1]
 
     def _renew(self, job_id, owner, token, ttl_s):
-        return self._call("POST", f"/v1/jobs/{_key(job_id)}/lease/renew",
-                          {"owner": owner, "fencing_token": token, "ttl_s": ttl_s})[1]
+        return self._call("POST", f"/v1/jobs/{_key(job_id)}/lease/renew", renew_body(owner, token, ttl_s))[1]
 
     def _release(self, job_id, owner, token):
-        self._call("DELETE", f"/v1/jobs/{_key(job_id)}/lease", {"owner": owner, "fencing_token": token})
+        self._call("DELETE", f"/v1/jobs/{_key(job_id)}/lease", release_body(owner, token))
 
     def _begin(self, job_id, action, token, payload, operation_key, target, requires_approval):
-        body = {"job_id": job_id, "action": action, "payload": payload, "fencing_token": token,
-                "operation_key": operation_key, "target": target, "requires_approval": bool(requires_approval)}
+        body = begin_body(job_id, action, token, payload, operation_key, target, requires_approval)
         return GateAnswer.from_json(self._call("POST", "/v1/operations/begin", body)[1])
 
     def _outcome(self, kind, job_id, key, token, **fields):
-        return self._call("POST", f"/v1/operations/{_key(key)}/{kind}", {"fencing_token": token, **fields})[1]["operation"]
+        return self._call("POST", f"/v1/operations/{_key(key)}/{kind}", outcome_body(token, fields))[1]["operation"]
 
     def _operations(self, job_id, states):
-        query = f"?state={','.join(states)}" if states else ""
+        query = "?state=" + quote(",".join(states), safe=",", errors="surrogatepass") if states else ""
         return self._call("GET", f"/v1/jobs/{_key(job_id)}/operations{query}")[1]["operations"]
 
     def _operation(self, key):

@@ -1,20 +1,43 @@
 """What both transports share: jobs with their lease, the gate's answer, the public calls.
 
 A transport implements the underscore methods (dicts in, dicts out, the ledger's errors raised);
-everything a caller sees is written once, here and in steps.py.
+everything a caller sees is written once, here and in steps.py. The request bodies are built
+once, here: HttpLedger sends them, LocalLedger runs them through durable_ledger.checks exactly
+as the routes do (size, values, fields), so both refuse the same input with the same class.
 """
 
 import os
 import socket
 from dataclasses import dataclass, field
 
+from .. import checks
 from ..errors import ValidationFailed
-from . import checks
 from .errors import BLOCKED, StepBlocked
 from .steps import Step, gated
 
 JOB_FIELDS = ("task_version", "pipeline", "phases", "budgets", "policy_hash", "session_id")
 _ANSWER_KEYS = ("decision", "operation", "receipt", "reason", "message")
+
+
+def begin_body(job_id, action, token, payload, operation_key, target, requires_approval):
+    return {"job_id": job_id, "action": action, "payload": payload, "fencing_token": token,
+            "operation_key": operation_key, "target": target, "requires_approval": requires_approval}
+
+
+def lease_body(owner, ttl_s, takeover):
+    return {"owner": owner, "ttl_s": ttl_s, "takeover": takeover}
+
+
+def renew_body(owner, token, ttl_s):
+    return {"owner": owner, "fencing_token": token, "ttl_s": ttl_s}
+
+
+def release_body(owner, token):
+    return {"owner": owner, "fencing_token": token}
+
+
+def outcome_body(token, fields):
+    return {"fencing_token": token, **fields}
 
 
 @dataclass
@@ -103,8 +126,6 @@ class Ledger:
     def cancel(self, job_id, reason=None):
         """Cancel the job for good: every later begin halts with reason cancelled."""
         checks.identifier("job_id", job_id, slashes=False)
-        if reason is not None and (not isinstance(reason, str) or len(reason) > 500):
-            checks.refuse("reason", "must be a string of at most 500 characters")
         return self._cancel(job_id, reason)
 
     def operations(self, job_id, states=None):
@@ -113,6 +134,7 @@ class Ledger:
         return self._operations(job_id, list(states) if states else None)
 
     def operation(self, key):
+        checks.identifier("operation_key", key, 512)
         return self._operation(key)
 
     def close(self):

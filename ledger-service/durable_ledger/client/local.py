@@ -1,7 +1,8 @@
 """LocalLedger: the client API over the core, in this process, no HTTP.
 
 The same calls the HTTP views make (core.jobs, core.leases, core.gate.begin, core.operations),
-on the same tables, after the same boundary checks (checks.py). Connections are peewee's: one
+on the same tables, after the same boundary checks (durable_ledger/checks.py, on the bodies
+HttpLedger would send: ledger.py builds them). Connections are peewee's: one
 per thread. A pooled database (PostgreSQL) gets each connection back after every call the
 client opened it for; SQLite keeps the thread's connection open, as the server does.
 
@@ -18,6 +19,7 @@ from contextlib import contextmanager
 from peewee import DataError, InterfaceError, OperationalError
 from playhouse.pool import PooledDatabase
 
+from .. import checks
 from ..auth import Principal
 from ..config import Config
 from ..core import gate, jobs, leases, lifecycle
@@ -27,12 +29,12 @@ from ..core.audit import record_refusal
 from ..core.render import job_dict, lease_dict, operation_dict
 from ..core.secrets import install_log_redaction, redact
 from ..errors import DigestMismatch, FencingTokenNotIssued, InvalidValue, StaleFencingToken, ValidationFailed
+from ..limits import check_query_value
 from ..reconcile.setup import configure as configure_reconcilers
 from ..store.db import db, init_database
 from ..store.migrations import create_schema
-from . import checks
 from .errors import LedgerUnavailable
-from .ledger import GateAnswer, Ledger
+from .ledger import GateAnswer, Ledger, begin_body, lease_body, outcome_body, release_body, renew_body
 
 log = logging.getLogger("durable_ledger.client")
 # The refusals the server's error handler counts for /v1/metrics/acceptance that these calls can meet
@@ -125,21 +127,25 @@ class LocalLedger(Ledger):
         if db.obj is self._database and not db.is_closed():
             db.close()
 
+    def _checked(self, kind, body):
+        """``body`` as the route for ``kind`` reads it, or the route's refusal (checks.body)."""
+        return checks.body(kind, body, self.config.max_body_bytes, self.config.max_receipt_bytes)
+
     def _put_job(self, job_id, fields):
         checks.identifier("job_id", job_id, slashes=False)
-        if fields.get("session_id") is not None:
+        fields = self._checked("job", fields)
+        if fields.pop("session_id", None) is not None:
             raise ValidationFailed("binding a session needs the Agents API: use HttpLedger or "
                                    "durable_ledger.agents.sessions", {"fields": {"session_id": ["not supported here"]}})
-        fields = {k: v for k, v in fields.items() if k != "session_id"}
-        checks.values(fields)
         with self._session():
             job, created = jobs.create_or_get_job(self.principal.tenant, job_id, actor=self.principal.actor, **fields)
             return job_dict(job, jobs.current_lease(job)), created
 
     def _acquire(self, job_id, owner, ttl_s, takeover):
-        checks.identifier("owner", owner)
+        b = self._checked("lease", lease_body(owner, ttl_s, takeover))
         with self._session():
-            job, lease = leases.acquire_lease(self.principal.tenant, job_id, owner, ttl_s, bool(takeover),
+            job, lease = leases.acquire_lease(self.principal.tenant, job_id, b["owner"],
+                                              b["ttl_s"] or self.config.default_lease_ttl_s, b["takeover"],
                                               self.principal.actor)
             _, pending = ops.list_job_operations(self.principal.tenant, job_id, S.NEEDS_ATTENTION)
             out = lease_dict(lease)
@@ -148,43 +154,41 @@ class LocalLedger(Ledger):
             return out
 
     def _renew(self, job_id, owner, token, ttl_s):
+        b = self._checked("renew", renew_body(owner, token, ttl_s))
         with self._session():
-            return lease_dict(leases.renew_lease(self.principal.tenant, job_id, owner, token, ttl_s)[1])
+            return lease_dict(leases.renew_lease(self.principal.tenant, job_id, b["owner"], b["fencing_token"],
+                                                 b["ttl_s"] or self.config.default_lease_ttl_s)[1])
 
     def _release(self, job_id, owner, token):
+        b = self._checked("release", release_body(owner, token))
         with self._session():
-            leases.release_lease(self.principal.tenant, job_id, owner, token)
+            leases.release_lease(self.principal.tenant, job_id, b["owner"], b["fencing_token"])
 
     def _begin(self, job_id, action, token, payload, operation_key, target, requires_approval):
-        checks.identifier("job_id", job_id, slashes=False)
-        checks.identifier("action", action)
-        checks.identifier("operation_key", operation_key, 512, optional=True)
-        checks.identifier("target", target, optional=True)
-        checks.token(token)
-        checks.values(payload, "$.payload")
+        b = self._checked("begin", begin_body(job_id, action, token, payload, operation_key, target, requires_approval))
         with self._session():
-            answer = gate.begin(self.principal, job_id, action, token, payload=payload, operation_key=operation_key,
-                                target=target, requires_approval=bool(requires_approval), config=self.gate_config)
+            answer = gate.begin(self.principal, b["job_id"], b["action"], b["fencing_token"], payload=b["payload"],
+                                operation_key=b["operation_key"], target=b["target"],
+                                requires_approval=b["requires_approval"], config=self.gate_config)
         return gate_answer(answer)
 
     def _outcome(self, kind, job_id, key, token, **fields):
-        checks.token(token)
-        limit = self.config.max_receipt_bytes
+        b = self._checked(kind, outcome_body(token, fields))
+        token = b["fencing_token"]
         with self._session():
             if kind == "confirm":
-                checks.remote_id(fields["remote_id"])
-                checks.sized("receipt", fields["receipt"], limit)
-                checks.cost(fields["cost"], lambda: ops.get_operation(self.principal.tenant, key).job.cost)
-                op = ops.confirm(self.principal, key, token, fields["remote_id"], fields["receipt"], fields["cost"])
+                checks.cost_total(b["cost"], lambda: ops.get_operation(self.principal.tenant, key).job.cost)
+                op = ops.confirm(self.principal, key, token, b["remote_id"], b["receipt"], b["cost"])
             elif kind == "fail":
-                checks.sized("error", fields["error"], limit)
-                op = ops.fail(self.principal, key, token, fields["retryable"], fields["error"])
+                op = ops.fail(self.principal, key, token, b["retryable"], b["error"])
             else:
-                checks.sized("error", fields["error"], limit)
-                op = ops.mark_unknown(self.principal, key, token, fields["error"])
+                op = ops.mark_unknown(self.principal, key, token, b["error"])
             return operation_dict(op, job_id)
 
     def _operations(self, job_id, states):
+        if states:  # the query parameter HttpLedger sends
+            check_query_value("state", ",".join(states))
+            states = [st for st in ",".join(states).split(",") if st] or None
         with self._session():
             _, rows = ops.list_job_operations(self.principal.tenant, job_id, states)
             return [operation_dict(op, job_id) for op in rows]
@@ -194,5 +198,6 @@ class LocalLedger(Ledger):
             return operation_dict(ops.get_operation(self.principal.tenant, key))
 
     def _cancel(self, job_id, reason):
+        b = self._checked("cancel", {"reason": reason})
         with self._session():
-            return lifecycle.cancel_job(self.principal, job_id, reason)
+            return lifecycle.cancel_job(self.principal, job_id, b["reason"])

@@ -8,6 +8,7 @@ resumes and reports need.
 import time
 
 from .. import store
+from ..checks import BUDGETS, stored_budgets
 from .gate.decide import exhausted_budget
 
 def tool_calls_used(job):
@@ -19,12 +20,12 @@ def exhausted(job, now=None, for_resume=False):
     """The name of the first exhausted budget, or None. ``for_resume``: the budgets that stop a
     resume (deadline, cost, resume attempts) instead of those that stop a dispatch."""
     now = time.time() if now is None else now
+    b = stored_budgets(job, tuple(BUDGETS))  # a budget stored as "abc": 409 stored_value_invalid
     if not for_resume:
-        return exhausted_budget(job.budgets, job.cost, job.created_at, lambda: tool_calls_used(job), now)
-    b = job.budgets or {}
+        return exhausted_budget(b, job.cost, job.created_at, lambda: tool_calls_used(job), now)
     budget = exhausted_budget({k: b.get(k) for k in ("deadline_s", "max_cost")}, job.cost, job.created_at, 0, now)
     if budget is None and b.get("max_resume_attempts") is not None \
-            and job.resume_attempts > int(b["max_resume_attempts"]):
+            and job.resume_attempts > b["max_resume_attempts"]:
         return "max_resume_attempts"
     return budget
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ... import store
+from ...checks import stored_budgets
 from ...errors import ActionMismatch, DigestMismatch, JobMismatch, JobNotFound, TargetMismatch
 from ...fencing import check_fence
 from .. import approvals
@@ -76,7 +77,7 @@ def load(principal, req, now):
     if op is not None:
         check_stored(op, job, req)
     would_dispatch = op is None or op.state in (S.PREPARED, S.FAILED)
-    budget = (exhausted_budget(job.budgets, job.cost, job.created_at, lambda: store.count_dispatches(job.id), now)
+    budget = (exhausted_budget(stored_budgets(job), job.cost, job.created_at, lambda: store.count_dispatches(job.id), now)
               if would_dispatch else None)
     # Raised by the request or the stored row, never lowered by a later request.
     needed = approvals.needs_approval(job, req.action, req.requires_approval or bool(op and op.requires_approval))

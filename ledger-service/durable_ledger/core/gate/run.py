@@ -10,6 +10,7 @@ import time
 from dataclasses import replace
 
 from ... import store
+from ...checks import stored_budgets
 from ...errors import DigestMismatch, GateContended, ValidationFailed
 from ...fencing import check_fence
 from ...store.rows import NewOp
@@ -128,7 +129,7 @@ def _claim(principal, req, loaded, d, extras, now):
 
 def _new_op(principal, req, loaded, now, requires_approval=True):
     job = loaded.job
-    max_attempts = int((job.budgets or {}).get("max_attempts") or 0) or req.config.default_max_attempts
+    max_attempts = stored_budgets(job).get("max_attempts") or req.config.default_max_attempts
     return NewOp(principal.tenant, loaded.key, job.id, job.task_version, req.action, req.digest, req.fencing_token,
                  req.target, requires_approval, max_attempts, principal.actor,
                  summary(req.payload) if req.payload is not MISSING else None, now)
