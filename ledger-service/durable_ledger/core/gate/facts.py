@@ -77,8 +77,8 @@ def load(principal, req, now):
     if op is not None:
         check_stored(op, job, req)
     would_dispatch = op is None or op.state in (S.PREPARED, S.FAILED)
-    budget = (exhausted_budget(stored_budgets(job), job.cost, job.created_at, lambda: store.count_dispatches(job.id), now)
-              if would_dispatch else None)
+    budget = (exhausted_budget(stored_budgets(job), job.cost, job.created_at, lambda: store.count_dispatches(job.id),
+                               now) if would_dispatch else None)
     # Raised by the request or the stored row, never lowered by a later request.
     needed = approvals.needs_approval(job, req.action, req.requires_approval or bool(op and op.requires_approval))
     approval = approvals.find_live(job, req.action, req.digest, req.target, now) if needed and would_dispatch \
