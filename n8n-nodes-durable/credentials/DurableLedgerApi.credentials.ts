@@ -21,7 +21,7 @@ export class DurableLedgerApi implements ICredentialType {
 			displayName: 'Base URL',
 			name: 'baseUrl',
 			type: 'string',
-			default: 'http://127.0.0.1:8700',
+			default: 'http://127.0.0.1:8787',
 			placeholder: 'https://ledger.example.com',
 			description: 'Root URL of the Durable Steps ledger service, without /v1',
 			required: true,

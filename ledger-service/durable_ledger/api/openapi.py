@@ -88,6 +88,8 @@ ROUTES = [
     ("put", "/v1/artifacts", "<binary>", "Store an artifact (content-addressed)", "runner"),
     ("get", "/v1/artifacts/{sha256}", None, "Read an artifact", "any"),
     ("post", "/v1/webhooks/openai", "<webhook>", "OpenAI webhook (signed; no bearer token)", "none"),
+    ("get", "/v1/whoami", None, "The token's tenant, role and the routes it may call; ?tenant= checks the tenant",
+     "any", ["tenant"]),
     ("get", "/health", None, "Liveness and database check; echoes tenant and role with a token", "none"),
     ("get", "/metrics", None, "Prometheus metrics", "none"),
     ("get", "/openapi.json", None, "This document", "none"),

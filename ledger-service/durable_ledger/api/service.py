@@ -7,11 +7,30 @@ from flask import Blueprint, Response, jsonify, request
 from .. import __version__, store
 from ..auth import authenticate, bearer_from_header
 from ..core import report
-from .context import config
-from .openapi import spec_dict
+from .context import config, principal
+from .openapi import ROUTES, spec_dict
 
 bp = Blueprint("service", __name__)
 _started = time.time()
+
+# What a token of each role is for, in the words the n8n credential test and the CLI show.
+ROLE_PURPOSE = {
+    "runner": "runs workflows: starts jobs, takes their leases, begins steps, records outcomes, saves "
+              "checkpoints (the n8n node and the Python client need this role)",
+    "editor": "resolves the review queue and reconciles steps in the console; cannot run workflows",
+    "approver": "approves and denies steps in the console; cannot run workflows",
+    "admin": "may do everything a runner, an editor and an approver may",
+}
+
+
+def allowed_routes(role):
+    """The API routes a role may call (public ones left out), from the OpenAPI table."""
+    out = []
+    for method, path, _body, _summary, roles, *_query in ROUTES:
+        names = {r.strip() for r in roles.split(",")}
+        if "none" not in names and (role == "admin" or "any" in names or role in names):
+            out.append(f"{method.upper()} {path}")
+    return out
 
 
 @bp.get("/health")
@@ -27,6 +46,25 @@ def health():
     if raw is not None or request.headers.get("Authorization"):
         who = authenticate(raw, config().token_cache_ttl_s)  # 401 if the token is wrong
         body.update(tenant=who.tenant, role=who.role)
+    return jsonify(body)
+
+
+@bp.get("/v1/whoami")
+def whoami():
+    """Who this token is: tenant, role, what it may do; `?tenant=` checks the tenant too."""
+    who = principal()
+    body = {
+        "tenant": who.tenant,
+        "role": who.role,
+        "name": who.name,
+        "sites": None if who.sites is None else sorted(who.sites),
+        "runs_workflows": who.role in ("runner", "admin"),
+        "may": ROLE_PURPOSE.get(who.role, ""),
+        "actions": allowed_routes(who.role),
+    }
+    expected = request.args.get("tenant", "").strip()
+    if expected:
+        body["tenant_matches"] = expected == who.tenant
     return jsonify(body)
 
 
