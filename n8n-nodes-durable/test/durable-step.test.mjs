@@ -59,7 +59,7 @@ describe('credential', () => {
 		const c = new DurableLedgerApi();
 		assert.equal(c.name, 'durableLedgerApi');
 		assert.equal(c.authenticate.properties.headers.Authorization, '=Bearer {{$credentials.token}}');
-		assert.equal(c.test.request.url, '/health');
+		assert.equal(c.test.request.url, '/v1/whoami');
 		assert.deepEqual(c.properties.find((p) => p.name === 'token').typeOptions, { password: true });
 	});
 });

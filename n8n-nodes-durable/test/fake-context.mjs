@@ -34,6 +34,7 @@ export function makeContext({
 	workflowId = 'wf-1',
 	childNodes = [RESUMABLE_WAIT],
 	nodeVersion = 1,
+	onError,
 }) {
 	const node = {
 		id: 'node-1',
@@ -42,8 +43,10 @@ export function makeContext({
 		typeVersion: nodeVersion,
 		position: [0, 0],
 		parameters: {},
+		...(onError ? { onError } : {}),
 	};
 	const calls = [];
+	const hints = [];
 	const ctx = {
 		getInputData: () => items,
 		getNode: () => node,
@@ -51,6 +54,7 @@ export function makeContext({
 		getExecutionId: () => executionId,
 		getWorkflow: () => ({ id: workflowId, name: 'Test workflow', active: false }),
 		getChildNodes: () => childNodes,
+		addExecutionHints: (...h) => hints.push(...h),
 		getNodeParameter(name, itemIndex, fallback) {
 			let value = name in params ? params[name] : getPath(params, name);
 			if (typeof value === 'function') value = value(itemIndex, items[itemIndex]);
@@ -94,11 +98,11 @@ export function makeContext({
 			},
 		},
 	};
-	return { ctx, calls, node };
+	return { ctx, calls, node, hints };
 }
 
 export async function runNode(options) {
-	const { ctx, calls } = makeContext(options);
+	const { ctx, calls, hints } = makeContext(options);
 	const out = await new DurableStep().execute.call(ctx);
-	return { out, calls };
+	return { out, calls, hints };
 }

@@ -1,4 +1,5 @@
 import type { INodeCredentialDescription, INodeProperties } from 'n8n-workflow';
+import { needsAttentionField } from './attention';
 import { beginStepFields } from './operations/beginStep/fields';
 import { reconcileFields } from './operations/reconcile/fields';
 import { recordOutcomeFields } from './operations/recordOutcome/fields';
@@ -11,60 +12,72 @@ import { CREDENTIAL_NAME } from './transport';
 
 export const credentials: INodeCredentialDescription[] = [{ name: CREDENTIAL_NAME, required: true }];
 
+/**
+ * The operations in the order a workflow uses them (not alphabetical: Start Job comes first).
+ * `action` is the name again, so the editor's action list, the docs and the subtitle agree.
+ * An identifier, not a literal, so that the alphabetical-order lint rule does not apply.
+ */
+export const OPERATION_OPTIONS = [
+	{
+		name: 'Start Job',
+		value: 'startJob',
+		description: 'Create or get the job and take its lease (fencing token)',
+		action: 'Start Job',
+	},
+	{
+		name: 'Begin Step',
+		value: 'beginStep',
+		description: 'Gate a side effect: proceed, reuse the stored receipt, or stop for attention',
+		action: 'Begin Step',
+	},
+	{
+		name: 'Record Outcome',
+		value: 'recordOutcome',
+		description: 'Record what the side effect did: confirmed, failed or unknown',
+		action: 'Record Outcome',
+	},
+	{
+		name: 'Save Checkpoint',
+		value: 'saveCheckpoint',
+		description: 'Save the phase the job reached, with evidence',
+		action: 'Save Checkpoint',
+	},
+	{
+		name: 'Wait for Approval',
+		value: 'waitForApproval',
+		description:
+			'Register this execution with the ledger so that the Wait node after it is resumed when an approver decides',
+		action: 'Wait for Approval',
+	},
+	{
+		name: 'Report Lookup',
+		value: 'reportLookup',
+		description:
+			"Tell the ledger what your own lookup found for a step on Begin Step's Look Up output: found, absent or undecidable",
+		action: 'Report Lookup',
+	},
+	{
+		name: 'Reconcile',
+		value: 'reconcile',
+		description: 'Ask the ledger to reconcile one operation with the remote system now',
+		action: 'Reconcile',
+	},
+];
+
 /** The operation selector; every value has a module in operations/index.ts. */
 export const operationField: INodeProperties = {
 	displayName: 'Operation',
 	name: 'operation',
 	type: 'options',
 	noDataExpression: true,
-	options: [
-		{
-			name: 'Begin Step',
-			value: 'beginStep',
-			description: 'Gate a side effect: proceed, reuse the stored receipt, or stop for attention',
-			action: 'Begin a step',
-		},
-		{
-			name: 'Reconcile',
-			value: 'reconcile',
-			description: 'Ask the ledger to reconcile one operation with the remote system now',
-			action: 'Reconcile an operation',
-		},
-		{
-			name: 'Record Outcome',
-			value: 'recordOutcome',
-			description: 'Record what the side effect did: confirmed, failed or unknown',
-			action: 'Record a step outcome',
-		},
-		{
-			name: 'Report Lookup',
-			value: 'reportLookup',
-			description:
-				"Tell the ledger what your own lookup found for a step on Begin Step's Look Up output: found, absent or undecidable",
-			action: 'Report a lookup result',
-		},
-		{
-			name: 'Save Checkpoint',
-			value: 'saveCheckpoint',
-			description: 'Save the phase the job reached, with evidence',
-			action: 'Save a checkpoint',
-		},
-		{
-			name: 'Start Job',
-			value: 'startJob',
-			description: 'Create or get the job and take its lease (fencing token)',
-			action: 'Start a job',
-		},
-		{
-			name: 'Wait for Approval',
-			value: 'waitForApproval',
-			description:
-				'Register this execution with the ledger so that the Wait node after it is resumed when an approver decides',
-			action: 'Wait for an approval',
-		},
-	],
+	options: OPERATION_OPTIONS,
+	// Unchanged: saved workflows omit a parameter equal to its default, so a new default would
+	// turn every saved Begin Step into another operation.
 	default: 'beginStep',
 };
+
+/** The node's subtitle: the operation's name, and Begin Step's action ("Begin Step: publish_post"). */
+export const SUBTITLE = `={{ ({${OPERATION_OPTIONS.map((o) => `${o.value}: "${o.name}"`).join(', ')}})[$parameter["operation"]] + ($parameter["operation"] === "beginStep" && $parameter["action"] ? ": " + $parameter["action"] : "") }}`;
 
 /**
  * Every field, in the order the editor shows them (and saved workflows were built with). A
@@ -82,4 +95,5 @@ export const properties: INodeProperties[] = [
 	...recordOutcomeFields,
 	...waitForApprovalFields,
 	...saveCheckpointFields,
+	needsAttentionField, // Begin Step, Report Lookup, Record Outcome (1.2)
 ];

@@ -1,14 +1,18 @@
 import type { INodeOutputConfiguration, INodeParameters } from 'n8n-workflow';
 
 /**
- * The node's outputs for an operation (version 1.1; version 1 keeps its three fixed outputs):
+ * The node's outputs for an operation and version:
  *
  * | operation | outputs |
  * |---|---|
  * | Begin Step | Proceed, Already Done, Needs Attention (+ Look Up with "Route Unknown Outcomes to Look Up") |
  * | Report Lookup | Proceed, Already Done, Needs Attention |
- * | Record Outcome | Done, Needs Attention |
- * | others | one output |
+ * | Record Outcome | Done, Needs Attention (1.1 and later) |
+ * | others | one output (1.1 and later) |
+ *
+ * Version 1 keeps three fixed outputs. From version 1.2, Needs Attention is an output only with
+ * "Needs Attention: Route to an Output" (parameter needsAttention = route); by default such items
+ * fail the execution (attention.ts).
  *
  * n8n evaluates this function in the editor and at run time through the `outputs` expression
  * below, so it must not refer to anything outside its own body.
@@ -17,11 +21,13 @@ export function configuredOutputs(parameters: INodeParameters, version: number):
 	const operation = (parameters.operation as string | undefined) ?? 'beginStep';
 	const options = (parameters.beginOptions ?? {}) as { routeToLookUp?: boolean };
 	const main = (displayName?: string) => (displayName ? { type: 'main', displayName } : { type: 'main' }) as INodeOutputConfiguration;
-	const gate = [main('Proceed'), main('Already Done'), main('Needs Attention')];
+	const routed = version < 1.2 || parameters.needsAttention === 'route';
+	const attention = routed ? [main('Needs Attention')] : [];
+	const gate = [main('Proceed'), main('Already Done'), ...attention];
 	if (operation === 'beginStep') return options.routeToLookUp === true ? [...gate, main('Look Up')] : gate;
-	if (version < 1.1) return gate;
+	if (version < 1.1) return [main('Proceed'), main('Already Done'), main('Needs Attention')];
 	if (operation === 'reportLookup') return gate;
-	if (operation === 'recordOutcome') return [main('Done'), main('Needs Attention')];
+	if (operation === 'recordOutcome') return [main('Done'), ...attention];
 	return [main()];
 }
 

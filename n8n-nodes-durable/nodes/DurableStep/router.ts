@@ -1,21 +1,32 @@
-import type { IExecuteFunctions, INodeExecutionData, INodeParameters, NodeOperationError } from 'n8n-workflow';
+import type { IDataObject, IExecuteFunctions, INodeExecutionData, INodeParameters, NodeOperationError } from 'n8n-workflow';
+import { attentionError, routesAttention } from './attention';
 import { asNodeError } from './errors';
 import { configuredOutputs } from './outputs';
+import { CREDENTIAL_NAME } from './transport';
 import { DONE, NEEDS_ATTENTION, PROCEED, type DurableOperation, type Route } from './types';
 
 /** The names of this node's outputs, in order, for the operation and the node's version. */
 function outputLayout(ctx: IExecuteFunctions, operation: string): Route[] {
-	const parameters = { operation, beginOptions: ctx.getNodeParameter('beginOptions', 0, {}) as INodeParameters };
+	const parameters = {
+		operation,
+		beginOptions: ctx.getNodeParameter('beginOptions', 0, {}) as INodeParameters,
+		needsAttention: routesAttention(ctx, operation) ? 'route' : 'fail',
+	};
 	const version = Number(ctx.getNode().typeVersion ?? 1);
 	return configuredOutputs(parameters, version).map((o) => (o.displayName ?? PROCEED) as Route);
 }
 
-/** Where a failed item goes with Continue On Fail. */
-function failedItemRoute(operation: DurableOperation, layout: Route[]): Route {
+/** Where a failed item goes with Continue On Fail; null: on none of the outputs. */
+function failedItemRoute(ctx: IExecuteFunctions, operation: DurableOperation, layout: Route[]): Route | null {
 	// Never on Proceed: an error item must not trigger the side effect. With
 	// "Continue (using error output)" n8n moves it to the error output.
 	// Record Outcome 1.1: an error item is not Done either.
-	return operation.gate || layout.includes(DONE) ? NEEDS_ATTENTION : PROCEED;
+	if (!operation.gate && !layout.includes(DONE)) return PROCEED;
+	if (layout.includes(NEEDS_ATTENTION)) return NEEDS_ATTENTION;
+	// Version 1.2 without a Needs Attention output: n8n moves an error item from any output to the
+	// error output (only items shaped {error, details}), so the first one is safe there. With
+	// "Continue (using regular output)" no output is safe: the item is left out, with a hint.
+	return ctx.getNode().onError === 'continueErrorOutput' ? layout[0] : null;
 }
 
 function errorItem(error: unknown, i: number): INodeExecutionData {
@@ -23,6 +34,17 @@ function errorItem(error: unknown, i: number): INodeExecutionData {
 		json: { error: (error as Error).message, details: (error as NodeOperationError).description ?? null },
 		pairedItem: { item: i },
 	};
+}
+
+/** The error for an item bound for Needs Attention when the node has no such output (1.2). */
+async function attentionFailure(ctx: IExecuteFunctions, i: number, durable: IDataObject) {
+	let baseUrl = '';
+	try {
+		baseUrl = String((await ctx.getCredentials(CREDENTIAL_NAME, i)).baseUrl ?? '');
+	} catch {
+		// The message names the console path without the host.
+	}
+	return attentionError(ctx, i, durable ?? {}, baseUrl);
 }
 
 /** Answers every input item with the operation and puts each on the output its answer names. */
@@ -36,14 +58,27 @@ export async function runOperation(
 	const layout = outputLayout(ctx, name);
 	const outputs: INodeExecutionData[][] = layout.map(() => []);
 	const at = (route: Route) => Math.max(0, layout.indexOf(route));
+	let dropped = 0;
 	for (let i = 0; i < items.length; i++) {
 		try {
 			const result = await step(ctx, i, items[i]);
+			if (result.output === NEEDS_ATTENTION && !layout.includes(NEEDS_ATTENTION)) {
+				throw await attentionFailure(ctx, i, result.json.durable as IDataObject);
+			}
 			outputs[at(result.output)].push({ json: result.json, pairedItem: { item: i } });
 		} catch (error) {
 			if (!ctx.continueOnFail()) throw asNodeError(ctx, error, i);
-			outputs[at(failedItemRoute(operation, layout))].push(errorItem(error, i));
+			const route = failedItemRoute(ctx, operation, layout);
+			if (route === null) dropped++;
+			else outputs[at(route)].push(errorItem(error, i));
 		}
+	}
+	if (dropped) {
+		ctx.addExecutionHints({
+			type: 'warning',
+			location: 'outputPane',
+			message: `${dropped} item(s) failed and are on no output: with "Continue (using regular output)" they would reach Proceed. Use "Continue (using error output)", or set "Needs Attention" to "Route to an Output".`,
+		});
 	}
 	return outputs;
 }

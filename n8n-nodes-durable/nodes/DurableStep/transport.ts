@@ -44,7 +44,30 @@ function asRefusal(status: number, body: unknown): LedgerRefusal {
 	};
 }
 
-/** The NodeApiError for a request that got no HTTP answer (connection refused, DNS, timeout). */
+/** Node's network error codes in words (n8n replaces a message that contains the code itself). */
+const NO_ANSWER: Readonly<Record<string, string>> = {
+	ECONNREFUSED: 'connection refused: is the ledger running on that host and port?',
+	ENOTFOUND: 'host not found',
+	EAI_AGAIN: 'host name lookup failed',
+	ETIMEDOUT: 'timed out',
+	ECONNABORTED: 'timed out',
+	ECONNRESET: 'connection closed before an answer',
+	EHOSTUNREACH: 'host unreachable',
+};
+
+function networkCode(error: unknown): string {
+	const e = (error ?? {}) as { code?: unknown; cause?: { code?: unknown }; message?: unknown };
+	for (const code of [e.code, e.cause?.code]) if (typeof code === 'string' && code) return code;
+	const inMessage = String(e.message ?? '').match(/\b(E[A-Z_]{4,})\b/);
+	return inMessage ? inMessage[1] : '';
+}
+
+/**
+ * The NodeApiError for a request that got no HTTP answer (connection refused, DNS, timeout).
+ * Its message must not contain the network code: NodeApiError would replace a message with
+ * "ECONNREFUSED" in it (or an error object with that code) by n8n's generic text, and the
+ * builder would never see `ledger_unreachable` nor the URL.
+ */
 export function unreachableError(
 	ctx: IExecuteFunctions,
 	error: unknown,
@@ -52,10 +75,13 @@ export function unreachableError(
 	request: string,
 	baseUrl: string,
 ): NodeApiError {
-	return new NodeApiError(ctx.getNode(), error as JsonObject, {
+	const code = networkCode(error);
+	const why = NO_ANSWER[code] ?? 'no answer';
+	const message = `ledger_unreachable: ${request} got no answer from ${baseUrl || 'the Base URL'} (${why})`;
+	return new NodeApiError(ctx.getNode(), { message, code: 'ledger_unreachable' } as JsonObject, {
 		itemIndex,
-		message: `ledger_unreachable: ${request} failed: ${(error as Error).message}`,
-		description: `Check the Base URL in the Durable Ledger API credential (${baseUrl}) and that the ledger service is running.`,
+		message,
+		description: `Check the Base URL in the Durable Ledger API credential (${baseUrl}; durable-ledger serve listens on port 8787 unless --port or DURABLE_PORT say otherwise) and that the ledger service is running. Cause: ${String((error as Error)?.message ?? error)}`,
 	});
 }
 

@@ -9,8 +9,8 @@ export const beginStepFields: INodeProperties[] = [
 		type: 'string',
 		required: true,
 		default: '',
-		placeholder: 'create_draft',
-		description: 'Name of the side effect, unique within the job (for example create_draft, upload_media:hero)',
+		placeholder: 'send_invoice',
+		description: 'Name of the side effect, unique within the job (for example send_invoice, create_record:customer)',
 		displayOptions: show('beginStep'),
 	},
 	{
@@ -20,7 +20,17 @@ export const beginStepFields: INodeProperties[] = [
 		default: '={{ $json }}',
 		description:
 			'What the side effect will send. The ledger stores its digest; the same step with a different payload goes to Needs Attention (digest_mismatch).',
-		displayOptions: show('beginStep'),
+		displayOptions: { show: { operation: ['beginStep'], '@version': [1, 1.1] } },
+	},
+	{
+		displayName: 'Payload',
+		name: 'payload',
+		type: 'json',
+		default: '',
+		hint: 'Empty: the input item without the fields Durable Step put there (fencing_token, lease, job, durable). Keep it stable: no timestamps or random IDs.',
+		description:
+			'What the side effect will send (the business fields). The ledger stores its digest: a re-run with a different payload is refused with digest_mismatch.',
+		displayOptions: { show: { operation: ['beginStep'], '@version': [{ _cnd: { gte: 1.2 } }] } },
 	},
 	{
 		displayName: 'Options',
@@ -66,7 +76,7 @@ export const beginStepFields: INodeProperties[] = [
 				name: 'target',
 				type: 'string',
 				default: '',
-				placeholder: 'wordpress:prod',
+				placeholder: 'billing:prod',
 				description: 'The remote system the side effect writes to (used by the reconciler)',
 			},
 		],

@@ -1,5 +1,6 @@
 import type { IDataObject, IExecuteFunctions } from 'n8n-workflow';
-import { fencingToken, jsonParam, optionalString, requiredString } from '../../params';
+import { fencingToken, optionalString, requiredString } from '../../params';
+import { beginPayload } from './payload';
 
 /** One item's begin: what identifies the step on its outputs, and the body sent to the ledger. */
 export interface BeginRequest {
@@ -22,7 +23,7 @@ export function prepare(ctx: IExecuteFunctions, i: number): Prepared {
 	const jobId = requiredString(ctx, 'jobId', i, 'Job ID');
 	const token = fencingToken(ctx, i);
 	const action = requiredString(ctx, 'action', i, 'Action');
-	const payload = jsonParam(ctx, 'payload', i, 'Payload', {});
+	const payload = beginPayload(ctx, i);
 	const options = ctx.getNodeParameter('beginOptions', i, {}) as IDataObject;
 
 	const body: IDataObject = {

@@ -8,7 +8,7 @@ export const reconcileFields: INodeProperties[] = [
 		type: 'string',
 		required: true,
 		default: '',
-		placeholder: 'acme:article-42:v1:create_draft',
+		placeholder: 'acme:order-1042:v1:send_invoice',
 		description: 'The operation to reconcile',
 		displayOptions: show('reconcile'),
 	},

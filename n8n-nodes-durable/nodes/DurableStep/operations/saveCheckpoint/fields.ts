@@ -9,7 +9,7 @@ export const saveCheckpointFields: INodeProperties[] = [
 		type: 'string',
 		required: true,
 		default: '',
-		placeholder: 'DRAFT_CONFIRMED',
+		placeholder: 'INVOICE_SENT',
 		description: 'Phase the job reached (phases may not be skipped)',
 		displayOptions: show('saveCheckpoint'),
 	},
@@ -54,7 +54,7 @@ export const saveCheckpointFields: INodeProperties[] = [
 				name: 'nextAllowedActions',
 				type: 'string',
 				default: '',
-				placeholder: 'set_seo, request_approval',
+				placeholder: 'send_receipt, notify_customer',
 				description: 'Comma-separated actions a resumed run may take next',
 			},
 			{

@@ -8,8 +8,8 @@ export const startJobFields: INodeProperties[] = [
 		type: 'string',
 		required: true,
 		default: '',
-		placeholder: 'article-42',
-		description: 'Stable ID of the business task (for example one article); the same on every retry',
+		placeholder: 'order-1042',
+		description: 'Stable ID of the business task (for example one order); the same on every retry',
 		displayOptions: show('startJob'),
 	},
 	{
