@@ -35,6 +35,7 @@ export function makeContext({
 	childNodes = [RESUMABLE_WAIT],
 	nodeVersion = 1,
 	onError,
+	httpError,
 }) {
 	const node = {
 		id: 'node-1',
@@ -74,6 +75,7 @@ export function makeContext({
 				const headers = { ...(options.headers ?? {}), Authorization: `Bearer ${creds.token}` };
 				if (options.body !== undefined) headers['Content-Type'] = 'application/json';
 				calls.push({ method: options.method, url: options.url, body: options.body, headers: options.headers });
+				if (httpError) throw httpError(options); // as n8n's helper throws it (an AxiosError)
 				const res = await fetch(options.url, {
 					method: options.method,
 					headers,

@@ -12,6 +12,8 @@ const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '.
 export const TENANT = 'acme';
 export const RUNNER_TOKEN = 'runner-secret';
 export const EDITOR_TOKEN = 'editor-secret';
+export const APPROVER_TOKEN = 'approver-secret';
+export const OTHER_TENANT_RUNNER_TOKEN = 'other-runner-secret';
 
 export function freePort() {
 	return new Promise((resolve, reject) => {
@@ -44,7 +46,7 @@ export async function startLedger({ env = {} } = {}) {
 			env: {
 				...process.env,
 				DURABLE_DATABASE_URL: `sqlite:///${path.join(dir, 'ledger.db')}`,
-				DURABLE_BOOTSTRAP_TOKENS: `${TENANT}:runner:${RUNNER_TOKEN},${TENANT}:editor:${EDITOR_TOKEN}`,
+				DURABLE_BOOTSTRAP_TOKENS: `${TENANT}:runner:${RUNNER_TOKEN},${TENANT}:editor:${EDITOR_TOKEN},${TENANT}:approver:${APPROVER_TOKEN},other:runner:${OTHER_TENANT_RUNNER_TOKEN}`,
 				DURABLE_LOG_LEVEL: 'WARNING',
 				...env,
 			},
