@@ -122,14 +122,14 @@ describe('payload default (1.2)', () => {
 describe('needs attention (1.2)', () => {
 	test('outputs_without_and_with_the_needs_attention_output', () => {
 		const names = (p, v) => configuredOutputs(p, v).map((o) => o.displayName ?? '(main)');
-		assert.deepEqual(names({ operation: 'beginStep' }, V), ['Proceed', 'Already Done']);
-		assert.deepEqual(names({ operation: 'beginStep', needsAttention: 'route' }, V), ['Proceed', 'Already Done', 'Needs Attention']);
-		assert.deepEqual(names({ operation: 'beginStep', beginOptions: { routeToLookUp: true } }, V), ['Proceed', 'Already Done', 'Look Up']);
+		assert.deepEqual(names({ operation: 'beginStep' }, V), ['Proceed', 'Done Before']);
+		assert.deepEqual(names({ operation: 'beginStep', needsAttention: 'route' }, V), ['Proceed', 'Done Before', 'Attention']);
+		assert.deepEqual(names({ operation: 'beginStep', beginOptions: { routeToLookUp: true } }, V), ['Proceed', 'Done Before', 'Look Up']);
 		assert.deepEqual(names({ operation: 'recordOutcome' }, V), ['Done']);
-		assert.deepEqual(names({ operation: 'recordOutcome', needsAttention: 'route' }, V), ['Done', 'Needs Attention']);
-		assert.deepEqual(names({ operation: 'reportLookup' }, V), ['Proceed', 'Already Done']);
+		assert.deepEqual(names({ operation: 'recordOutcome', needsAttention: 'route' }, V), ['Done', 'Attention']);
+		assert.deepEqual(names({ operation: 'reportLookup' }, V), ['Proceed', 'Done Before']);
 		// Saved workflows: 1 and 1.1 keep the output, whatever the parameter.
-		assert.deepEqual(names({ operation: 'beginStep', needsAttention: 'fail' }, 1.1), ['Proceed', 'Already Done', 'Needs Attention']);
+		assert.deepEqual(names({ operation: 'beginStep', needsAttention: 'fail' }, 1.1), ['Proceed', 'Done Before', 'Attention']);
 		const field = new DurableStep().description.properties.find((p) => p.name === 'needsAttention');
 		assert.equal(field.default, 'fail');
 		assert.deepEqual(field.displayOptions.show['@version'], [{ _cnd: { gte: 1.2 } }]);
@@ -243,6 +243,26 @@ describe('names and order', () => {
 		assert.equal(subtitle({ operation: 'beginStep', action: 'send_invoice' }), 'Begin Step: send_invoice');
 		assert.equal(subtitle({ operation: 'recordOutcome' }), 'Record Outcome');
 		for (const name of ['Start Job', 'Begin Step', 'Record Outcome']) assert.ok(README.includes(`**${name}**`), name);
+	});
+
+	test('output_labels_fit_the_canvas_and_map_back_to_their_routes', () => {
+		// Measured in n8n 2.40.7's canvas: about 76 px of 12 px text next to a node; "Already Done"
+		// took 77 px ("Already Do..."), "Needs Attention" 91; "Done Before" takes 71, "Attention" 51.
+		const { OUTPUT_ROUTES } = require('../dist/nodes/DurableStep/outputs.js');
+		const seen = new Set();
+		for (const operation of ['beginStep', 'reportLookup', 'recordOutcome', 'startJob']) {
+			for (const version of [1, 1.1, 1.2]) {
+				for (const needsAttention of ['fail', 'route']) {
+					for (const o of configuredOutputs({ operation, needsAttention, beginOptions: { routeToLookUp: true } }, version)) {
+						if (o.displayName) seen.add(o.displayName);
+					}
+				}
+			}
+		}
+		assert.deepEqual([...seen].sort(), ['Attention', 'Done', 'Done Before', 'Look Up', 'Proceed']);
+		for (const label of seen) assert.ok(label.length <= 11 && OUTPUT_ROUTES[label], label);
+		assert.equal(OUTPUT_ROUTES['Done Before'], 'Already Done');
+		assert.equal(OUTPUT_ROUTES.Attention, 'Needs Attention');
 	});
 
 	test('placeholders_are_neutral', () => {

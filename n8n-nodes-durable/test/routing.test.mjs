@@ -66,18 +66,18 @@ const lookupParams = (key, token, attempt, result, extra = {}) => ({
 describe('outputs', () => {
 	test('outputs_per_operation_and_version', () => {
 		const names = (p, v) => configuredOutputs(p, v).map((o) => o.displayName ?? '(main)');
-		assert.deepEqual(names({ operation: 'beginStep', beginOptions: {} }, V), ['Proceed', 'Already Done', 'Needs Attention']);
+		assert.deepEqual(names({ operation: 'beginStep', beginOptions: {} }, V), ['Proceed', 'Done Before', 'Attention']);
 		assert.deepEqual(names({ operation: 'beginStep', beginOptions: { routeToLookUp: true } }, V), [
 			'Proceed',
-			'Already Done',
-			'Needs Attention',
+			'Done Before',
+			'Attention',
 			'Look Up',
 		]);
-		assert.deepEqual(names({ operation: 'reportLookup' }, V), ['Proceed', 'Already Done', 'Needs Attention']);
-		assert.deepEqual(names({ operation: 'recordOutcome' }, V), ['Done', 'Needs Attention']);
+		assert.deepEqual(names({ operation: 'reportLookup' }, V), ['Proceed', 'Done Before', 'Attention']);
+		assert.deepEqual(names({ operation: 'recordOutcome' }, V), ['Done', 'Attention']);
 		assert.deepEqual(names({ operation: 'saveCheckpoint' }, V), ['(main)']);
-		assert.deepEqual(names({ operation: 'recordOutcome' }, 1), ['Proceed', 'Already Done', 'Needs Attention']);
-		assert.deepEqual(names({}, V), ['Proceed', 'Already Done', 'Needs Attention']); // operation's default
+		assert.deepEqual(names({ operation: 'recordOutcome' }, 1), ['Proceed', 'Done Before', 'Attention']);
+		assert.deepEqual(names({}, V), ['Proceed', 'Done Before', 'Attention']); // operation's default
 		const d = new DurableStep().description;
 		assert.deepEqual(d.version, [1, 1.1, 1.2]);
 		assert.equal(d.defaultVersion, 1.2);
@@ -87,7 +87,7 @@ describe('outputs', () => {
 		const evaluate = new Function('$parameter', '$nodeVersion', `return ${body};`);
 		assert.deepEqual(evaluate({ operation: 'recordOutcome' }, V), [
 			{ type: 'main', displayName: 'Done' },
-			{ type: 'main', displayName: 'Needs Attention' },
+			{ type: 'main', displayName: 'Attention' },
 		]);
 	});
 });

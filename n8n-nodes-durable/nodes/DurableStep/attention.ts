@@ -26,7 +26,7 @@ export const needsAttentionField: INodeProperties = {
 			name: 'Route to an Output',
 			value: 'route',
 			description:
-				'Add a Needs Attention output and send such items there, to handle them in this workflow (Wait for Approval, a notification)',
+				'Add an Attention output and send such items there, to handle them in this workflow (Wait for Approval, a notification)',
 		},
 	],
 	default: 'fail',
@@ -74,6 +74,6 @@ export function attentionError(
 		description:
 			`Ledger console${step}: ${page.url} (sign in as ${page.who}). ` +
 			(durable.decision === 'recorded' ? 'The outcome is recorded in the ledger. ' : 'Nothing was sent for this item. ') +
-			'To handle this case in the workflow instead (Wait for Approval, a notification), set "Needs Attention" to "Route to an Output" and connect that output.',
+			'To handle this case in the workflow instead (Wait for Approval, a notification), set "Needs Attention" to "Route to an Output" and connect the Attention output.',
 	});
 }

@@ -5,12 +5,13 @@ import type { INodeOutputConfiguration, INodeParameters } from 'n8n-workflow';
  *
  * | operation | outputs |
  * |---|---|
- * | Begin Step | Proceed, Already Done, Needs Attention (+ Look Up with "Route Unknown Outcomes to Look Up") |
- * | Report Lookup | Proceed, Already Done, Needs Attention |
- * | Record Outcome | Done, Needs Attention (1.1 and later) |
+ * | Begin Step | Proceed, Done Before, Attention (+ Look Up with "Route Unknown Outcomes to Look Up") |
+ * | Report Lookup | Proceed, Done Before, Attention |
+ * | Record Outcome | Done, Attention (1.1 and later) |
  * | others | one output (1.1 and later) |
  *
- * Version 1 keeps three fixed outputs. From version 1.2, Needs Attention is an output only with
+ * The labels are the routes Already Done and Needs Attention (types.ts) in fewer letters.
+ * Version 1 keeps three fixed outputs. From version 1.2, Attention is an output only with
  * "Needs Attention: Route to an Output" (parameter needsAttention = route); by default such items
  * fail the execution (attention.ts).
  *
@@ -20,7 +21,12 @@ import type { INodeOutputConfiguration, INodeParameters } from 'n8n-workflow';
 export function configuredOutputs(parameters: INodeParameters, version: number): INodeOutputConfiguration[] {
 	const operation = (parameters.operation as string | undefined) ?? 'beginStep';
 	const options = (parameters.beginOptions ?? {}) as { routeToLookUp?: boolean };
-	const main = (displayName?: string) => (displayName ? { type: 'main', displayName } : { type: 'main' }) as INodeOutputConfiguration;
+	// Canvas labels that fit next to a 100 px node (about 76 px of text at 12 px: "Already Done"
+	// and "Needs Attention" were cut to "Already Do..." / "Needs Atte..."). OUTPUT_ROUTES below
+	// maps them back.
+	const labels: Record<string, string> = { 'Already Done': 'Done Before', 'Needs Attention': 'Attention' };
+	const main = (route?: string) =>
+		(route ? { type: 'main', displayName: labels[route] ?? route } : { type: 'main' }) as INodeOutputConfiguration;
 	const routed = version < 1.2 || parameters.needsAttention === 'route';
 	const attention = routed ? [main('Needs Attention')] : [];
 	const gate = [main('Proceed'), main('Already Done'), ...attention];
@@ -30,5 +36,14 @@ export function configuredOutputs(parameters: INodeParameters, version: number):
 	if (operation === 'recordOutcome') return [main('Done'), ...attention];
 	return [main()];
 }
+
+/** The route (types.ts) of each canvas label configuredOutputs gives. */
+export const OUTPUT_ROUTES: Readonly<Record<string, string>> = {
+	Proceed: 'Proceed',
+	'Done Before': 'Already Done',
+	Attention: 'Needs Attention',
+	'Look Up': 'Look Up',
+	Done: 'Done',
+};
 
 export const OUTPUTS_EXPRESSION = `={{(${configuredOutputs.toString()})($parameter, $nodeVersion)}}` as const;

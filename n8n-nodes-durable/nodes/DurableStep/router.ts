@@ -1,7 +1,7 @@
 import type { IDataObject, IExecuteFunctions, INodeExecutionData, INodeParameters, NodeOperationError } from 'n8n-workflow';
 import { attentionError, routesAttention } from './attention';
 import { asNodeError } from './errors';
-import { configuredOutputs } from './outputs';
+import { OUTPUT_ROUTES, configuredOutputs } from './outputs';
 import { CREDENTIAL_NAME } from './transport';
 import { DONE, NEEDS_ATTENTION, PROCEED, type DurableOperation, type Route } from './types';
 
@@ -13,7 +13,7 @@ function outputLayout(ctx: IExecuteFunctions, operation: string): Route[] {
 		needsAttention: routesAttention(ctx, operation) ? 'route' : 'fail',
 	};
 	const version = Number(ctx.getNode().typeVersion ?? 1);
-	return configuredOutputs(parameters, version).map((o) => (o.displayName ?? PROCEED) as Route);
+	return configuredOutputs(parameters, version).map((o) => (OUTPUT_ROUTES[o.displayName ?? PROCEED] ?? PROCEED) as Route);
 }
 
 /** Where a failed item goes with Continue On Fail; null: on none of the outputs. */
