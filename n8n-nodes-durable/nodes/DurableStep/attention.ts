@@ -73,7 +73,7 @@ export function attentionError(
 		itemIndex: i,
 		description:
 			`Ledger console${step}: ${page.url} (sign in as ${page.who}). ` +
-			(durable.decision === 'recorded' ? 'The outcome is recorded in the ledger. ' : 'Nothing was sent for this item. ') +
+			(durable.decision === 'recorded' ? 'The outcome is recorded in the ledger. ' : 'This run sent nothing for this item. ') +
 			'To handle this case in the workflow instead (Wait for Approval, a notification), set "Needs Attention" to "Route to an Output" and connect the Attention output.',
 	});
 }
