@@ -45,10 +45,15 @@ def browser(tmp_path_factory):
     driver.quit()
 
 
-def _png(w=240, h=140, rgb=(34, 113, 177)):
-    """A small solid PNG (no imaging library needed): the draft's featured image."""
-    row = b"\x00" + bytes(rgb) * w
-    raw = zlib.compress(row * h)
+def _png(w=240, h=140, rgb=(34, 113, 177), gradient=False):
+    """A small PNG (no imaging library needed): the draft's featured image; `gradient` shades it
+    from the colour at the top to a lighter one at the bottom (the docs pictures)."""
+    def row(y):
+        if not gradient:
+            return b"\x00" + bytes(rgb) * w
+        t = y / max(1, h - 1)
+        return b"\x00" + bytes(int(c + (235 - c) * t * 0.8) for c in rgb) * w
+    raw = zlib.compress(b"".join(row(y) for y in range(h)))
 
     def chunk(kind, data):
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
@@ -97,20 +102,21 @@ class Runner:
     def __init__(self, stack):
         self.stack, self.h = stack, stack.h()
 
-    def draft(self, title, body):
+    def draft(self, title, body, seo=None, image=None, alt="A blue hero image"):
         wp = self.stack.wp
-        media = requests.post(wp.rest("/wp/v2/media"), auth=wp.auth, timeout=30, data=_png(),
+        seo = seo or {"title": "Safe resumes | Durable Steps", "description": "How to resume interrupted automation runs safely.",
+                      "keyword": "safe resume", "excerpt": "Resume runs without repeating a single write."}
+        media = requests.post(wp.rest("/wp/v2/media"), auth=wp.auth, timeout=30, data=image or _png(),
                               headers={"Content-Type": "image/png", "Content-Disposition": 'attachment; filename="hero.png"'})
         assert media.status_code == 201, media.text
         requests.post(wp.rest(f"/wp/v2/media/{media.json()['id']}"), auth=wp.auth, timeout=30,
-                      json={"alt_text": "A blue hero image"}).raise_for_status()
+                      json={"alt_text": alt}).raise_for_status()
         post = requests.post(wp.rest("/wp/v2/posts"), auth=wp.auth, timeout=30, json={
-            "title": title, "content": body, "excerpt": "Resume runs without repeating a single write.",
+            "title": title, "content": body, "excerpt": seo["excerpt"],
             "status": "draft", "featured_media": media.json()["id"],
-            "meta": {"rank_math_title": "Safe resumes | Durable Steps", "_yoast_wpseo_title": "Safe resumes | Durable Steps",
-                     "rank_math_description": "How to resume interrupted automation runs safely.",
-                     "_yoast_wpseo_metadesc": "How to resume interrupted automation runs safely.",
-                     "rank_math_focus_keyword": "safe resume", "_yoast_wpseo_focuskw": "safe resume"}})
+            "meta": {"rank_math_title": seo["title"], "_yoast_wpseo_title": seo["title"],
+                     "rank_math_description": seo["description"], "_yoast_wpseo_metadesc": seo["description"],
+                     "rank_math_focus_keyword": seo["keyword"], "_yoast_wpseo_focuskw": seo["keyword"]}})
         assert post.status_code == 201, post.text
         return post.json()["id"]
 
@@ -154,6 +160,46 @@ def _pwned(browser):
     return browser.execute_script("return window.__pwned || null")
 
 
+DOCS_TITLE = "Five checks before a resumed run publishes"
+DOCS_BODY = ("<p>An automation run that was interrupted halfway has already written some things: a draft, "
+             "an uploaded image, a few SEO fields. Starting it again from the top repeats them.</p>"
+             "<h2>1. Read the state first</h2><p>Ask the ledger what the job reached and which steps are "
+             "confirmed, and continue after the last one.</p>"
+             "<h2>2. Reconcile what is unknown</h2><p>A step whose answer was lost is looked up in WordPress "
+             "by its operation key before anything is sent again.</p>")
+DOCS_SEO = {"title": "Five checks before a resumed run publishes | Durable Steps",
+            "description": "Read state, reconcile unknown steps, then continue: how an interrupted article run publishes once.",
+            "keyword": "resume automation run",
+            "excerpt": "How an interrupted article run picks up where it stopped and publishes exactly once."}
+
+
+def test_console_docs_pictures_show_a_realistic_draft(stack, browser, tmp_path):
+    """docs/img/console-approvals.png and console-approval-preview.png (with DURABLE_SCREENSHOTS_DIR):
+    an article as the pipeline would leave it for approval, not a test fixture."""
+    from selenium.webdriver.common.by import By
+
+    shots, run = Shots(browser, tmp_path), Runner(stack)
+    job = f"article-{uuid.uuid4().hex[:6]}"
+    post_id = run.draft(DOCS_TITLE, DOCS_BODY, seo=DOCS_SEO, image=_png(480, 270, (31, 92, 153), gradient=True),
+                        alt="Checklist on a desk next to a laptop")
+    _token, gate = run.begin_publish(job, post_id)
+    assert gate["reason"] == "approval_required"
+    browser.delete_all_cookies()
+    browser.get(f"{stack.ledger_url}/console/approvals")
+    browser.find_element(By.ID, "token").send_keys(stack.approver)
+    _navigated(browser, browser.find_element(By.ID, "sign-in").click, "/console/approvals")
+    row = [r for r in browser.find_elements(By.CSS_SELECTOR, "tr.approval-row") if job in r.text]
+    assert len(row) == 1 and DOCS_TITLE in row[0].text
+    for other in browser.find_elements(By.CSS_SELECTOR, "tr.approval-row"):
+        if job not in other.text:  # the other tests' fixtures are not in the picture
+            browser.execute_script("arguments[0].remove()", other)
+    shots.take("console-approvals", 620)
+    _navigated(browser, row[0].find_element(By.LINK_TEXT, "publish").click, "/console/approvals/")
+    assert browser.find_element(By.ID, "pv-title").text == DOCS_TITLE
+    assert "<script" not in browser.find_element(By.ID, "pv-title").text
+    shots.take("console-approval-preview", 860)
+
+
 def test_console_approver_previews_and_approves_a_publish_in_chromium(stack, browser, tmp_path):
     from selenium.webdriver.common.by import By
 
@@ -178,7 +224,6 @@ def test_console_approver_previews_and_approves_a_publish_in_chromium(stack, bro
     _navigated(browser, browser.find_element(By.ID, "sign-in").click, "/console/approvals")
     row = [r for r in browser.find_elements(By.CSS_SELECTOR, "tr.approval-row") if job in r.text]
     assert len(row) == 1 and "Ten ways to keep a run safe" in row[0].text and "<script>" in row[0].text  # shown as text
-    shots.take("console-approvals", 620)
     _navigated(browser, row[0].find_element(By.LINK_TEXT, "publish").click, "/console/approvals/")
 
     if not browser.find_elements(By.ID, "pv-title"):
@@ -199,7 +244,6 @@ def test_console_approver_previews_and_approves_a_publish_in_chromium(stack, bro
     assert "Resume them safely." in browser.find_element(By.TAG_NAME, "body").text
     browser.switch_to.default_content()
     assert _pwned(browser) is None
-    shots.take("console-approval-preview", 860)
 
     from selenium.webdriver.common.action_chains import ActionChains
     ActionChains(browser).double_click(browser.find_element(By.ID, "approve")).perform()  # a double click
