@@ -55,7 +55,7 @@ function beginDefaults(startItem, extra = {}) {
 }
 
 describe('payload default (1.2)', () => {
-	test('empty_payload_after_start_job_leaves_out_the_lease_so_a_rerun_is_already_done', async () => {
+	test('default_payload_after_start_job_leaves_out_the_lease_so_a_rerun_is_already_done', async () => {
 		const jobId = uniqueJob('payload');
 		const first = await startJob(jobId, '101');
 		const run1 = await runNode({ items: [first], credentials: creds, nodeVersion: V, executionId: '101', params: beginDefaults(first) });
@@ -71,7 +71,7 @@ describe('payload default (1.2)', () => {
 		assert.equal(run2.out[1][0].json.durable.remote_id, 'inv-1');
 	});
 
-	test('empty_payload_keeps_business_fields_and_drops_durable', async () => {
+	test('default_payload_keeps_business_fields_and_drops_durable', async () => {
 		const jobId = uniqueJob('payload-business');
 		const start = await startJob(jobId, '103');
 		const item = { json: { order: 1042, total: 99, durable: { fencing_token: 5, operation_key: 'k' } } };
@@ -82,14 +82,14 @@ describe('payload default (1.2)', () => {
 	test('a_payload_holding_the_lease_fails_in_1_2_and_warns_in_1', async () => {
 		const jobId = uniqueJob('payload-volatile');
 		const start = await startJob(jobId, '104');
-		const params = beginDefaults(start, { payload: (i, it) => it.json });
+		const params = beginDefaults(start, { payloadSource: 'custom', payload: (i, it) => it.json });
 		await assert.rejects(
 			runNode({ items: [start], credentials: creds, nodeVersion: V, executionId: '104', params }),
 			(err) => {
 				assert.equal(err.name, 'NodeOperationError');
 				assert.match(err.message, /^The Payload holds fencing_token, lease, job, which Durable Step produced/);
 				assert.match(err.message, /digest_mismatch/);
-				assert.match(err.description, /Leave Payload empty/);
+				assert.match(err.description, /Input Item Without Durable Step Fields/);
 				return true;
 			},
 		);
@@ -103,17 +103,19 @@ describe('payload default (1.2)', () => {
 	test('the_execution_id_in_a_payload_is_named', async () => {
 		const jobId = uniqueJob('payload-exec');
 		const start = await startJob(jobId, '105');
-		const params = beginDefaults(start, { payload: { owner: 'n8n-exec-105', title: 'x' } });
+		const params = beginDefaults(start, { payloadSource: 'custom', payload: { owner: 'n8n-exec-105', title: 'x' } });
 		await assert.rejects(runNode({ items: [start], credentials: creds, nodeVersion: V, executionId: '105', params }), /holds owner,/);
 	});
 
 	test('payload_fields_per_version', () => {
-		const fields = new DurableStep().description.properties.filter((p) => p.name === 'payload');
+		const props = new DurableStep().description.properties;
+		const fields = props.filter((p) => p.name === 'payload' || p.name === 'payloadSource');
 		assert.deepEqual(
-			fields.map((f) => [f.default, JSON.stringify(f.displayOptions.show['@version'])]),
+			fields.map((f) => [f.name, f.default, JSON.stringify(f.displayOptions.show['@version']), f.displayOptions.show.payloadSource]),
 			[
-				['={{ $json }}', '[1,1.1]'],
-				['', '[{"_cnd":{"gte":1.2}}]'],
+				['payload', '={{ $json }}', '[1,1.1]', undefined],
+				['payloadSource', 'item', '[{"_cnd":{"gte":1.2}}]', undefined],
+				['payload', '{}', '[{"_cnd":{"gte":1.2}}]', ['custom']],
 			],
 		);
 	});

@@ -24,13 +24,36 @@ export const beginStepFields: INodeProperties[] = [
 	},
 	{
 		displayName: 'Payload',
+		name: 'payloadSource',
+		type: 'options',
+		options: [
+			{
+				name: 'Input Item Without Durable Step Fields',
+				value: 'item',
+				description:
+					"The input item without what Start Job and Durable Step put there (fencing_token, lease, job, durable...): they change with every run",
+			},
+			{
+				name: 'Custom',
+				value: 'custom',
+				description: 'An expression or JSON with the business fields only',
+			},
+		],
+		default: 'item',
+		description:
+			'What the side effect will send. The ledger stores its digest: a re-run with a different payload is refused with digest_mismatch.',
+		displayOptions: { show: { operation: ['beginStep'], '@version': [{ _cnd: { gte: 1.2 } }] } },
+	},
+	{
+		displayName: 'Payload (JSON)',
 		name: 'payload',
 		type: 'json',
-		default: '',
-		hint: 'Empty: the input item without the fields Durable Step put there (fencing_token, lease, job, durable). Keep it stable: no timestamps or random IDs.',
-		description:
-			'What the side effect will send (the business fields). The ledger stores its digest: a re-run with a different payload is refused with digest_mismatch.',
-		displayOptions: { show: { operation: ['beginStep'], '@version': [{ _cnd: { gte: 1.2 } }] } },
+		default: '{}',
+		hint: 'Keep it stable: no timestamps, random IDs, fencing tokens or lease fields',
+		description: 'The business fields the side effect sends, as JSON or an expression (for example the order number and total of the input item)',
+		displayOptions: {
+			show: { operation: ['beginStep'], payloadSource: ['custom'], '@version': [{ _cnd: { gte: 1.2 } }] },
+		},
 	},
 	{
 		displayName: 'Options',

@@ -2,7 +2,7 @@ import type { IDataObject, IExecuteFunctions } from 'n8n-workflow';
 import { NodeOperationError } from 'n8n-workflow';
 import { jsonParam } from '../../params';
 
-/** Version 1.2: an empty Payload is the input item without the fields Durable Step put there. */
+/** Version 1.2: Payload "Input Item Without Durable Step Fields" (the default) or "Custom". */
 export const PAYLOAD_VERSION = 1.2;
 
 /** What Start Job's item holds (operations/startJob/execute.ts): job and lease, no business data. */
@@ -49,22 +49,21 @@ function executionIdOf(ctx: IExecuteFunctions): string | undefined {
 const hinted = new WeakSet<object>();
 
 /**
- * Begin Step's payload for item i. 1.2: empty means the item without Durable Step's fields, and
- * a payload that holds such fields fails with what to change; 1 and 1.1 keep `{{ $json }}` as it
+ * Begin Step's payload for item i. 1.2: by default the item without Durable Step's fields; a
+ * custom payload that holds such fields fails with what to change; 1 and 1.1 keep `{{ $json }}` as it
  * was and only warn (an execution hint), once per node run.
  */
 export function beginPayload(ctx: IExecuteFunctions, i: number): unknown {
 	const version = Number(ctx.getNode().typeVersion ?? 1);
-	const raw = ctx.getNodeParameter('payload', i, '') as unknown;
-	const empty = raw === undefined || raw === null || (typeof raw === 'string' && raw.trim() === '');
-	if (version >= PAYLOAD_VERSION && empty) return withoutDurableFields(ctx.getInputData()[i]?.json ?? {});
+	const fromItem = version >= PAYLOAD_VERSION && ctx.getNodeParameter('payloadSource', i, 'item') !== 'custom';
+	if (fromItem) return withoutDurableFields(ctx.getInputData()[i]?.json ?? {});
 	const payload = jsonParam(ctx, 'payload', i, 'Payload', {});
 	const volatile = volatileFields(payload, executionIdOf(ctx));
 	if (!volatile.length) return payload;
 	const fields = volatile.join(', ');
 	const what = `The Payload holds ${fields}, which Durable Step produced and which change with every run`;
 	const fix =
-		'Leave Payload empty (the input item without the fields Durable Step put there), or set it to the business fields only, e.g. {{ { title: $json.title } }}.';
+		'Set Payload to "Input Item Without Durable Step Fields" (the default), or Payload (JSON) to the business fields only, e.g. {{ { title: $json.title } }}.';
 	if (version >= PAYLOAD_VERSION) {
 		throw new NodeOperationError(ctx.getNode(), `${what}: every re-run would be refused with digest_mismatch`, {
 			itemIndex: i,
@@ -76,7 +75,7 @@ export function beginPayload(ctx: IExecuteFunctions, i: number): unknown {
 		ctx.addExecutionHints({
 			type: 'warning',
 			location: 'outputPane',
-			message: `${what}: a re-run of this step will be refused with digest_mismatch. Set Payload to the business fields only, e.g. {{ { title: $json.title } }}, or add the node again (version 1.2: an empty Payload leaves these fields out).`,
+			message: `${what}: a re-run of this step will be refused with digest_mismatch. Set Payload to the business fields only, e.g. {{ { title: $json.title } }}, or add the node again (version 1.2: its default Payload leaves these fields out).`,
 		});
 	}
 	return payload;
