@@ -212,9 +212,12 @@ def test_n8n_down_at_approval_time_is_resumed_once_when_back(rstack):
           f"delivered on attempt {wait['delivery']['attempts']}")
 
 
-def _editor_screenshot(st, tmp_path, file_name, must_show, window="1600,900"):
-    """The n8n editor with the shipped workflow at fit-to-window, in Debian's headless Chromium.
-    DURABLE_UPDATE_SCREENSHOTS=1 also writes it to docs/img/ for the docs. Returns the node labels."""
+def _editor_screenshot(st, tmp_path, file_name, must_show, window="1600,900", focus=None):
+    """The n8n editor with the shipped workflow at fit-to-window, in Debian's headless Chromium;
+    with `focus` (node names) only the part of the canvas around those nodes (a large window, so
+    they are legible). DURABLE_UPDATE_SCREENSHOTS=1 also writes it to docs/img/ for the docs.
+    Returns the node labels."""
+    import base64
     import os
     import shutil
 
@@ -254,7 +257,20 @@ def _editor_screenshot(st, tmp_path, file_name, must_show, window="1600,900"):
         for node in must_show:
             assert node in text, (node, names)
         shot = tmp_path / file_name
-        driver.save_screenshot(str(shot))
+        if focus:
+            box = driver.execute_script("""
+              const want = arguments[0];
+              const r = [...document.querySelectorAll("[data-test-id='canvas-node']")]
+                .filter(n => want.some(w => n.innerText.split('\\n').includes(w))).map(n => n.getBoundingClientRect());
+              const x0 = Math.max(0, Math.min(...r.map(b => b.left)) - 80), y0 = Math.max(0, Math.min(...r.map(b => b.top)) - 60);
+              return {n: r.length, x: x0, y: y0, width: Math.max(...r.map(b => b.right)) + 80 - x0,
+                      height: Math.max(...r.map(b => b.bottom)) + 60 - y0};""", list(focus))
+            assert box["n"] == len(focus), (box, focus)
+            png = driver.execute_cdp_cmd("Page.captureScreenshot", {"format": "png", "clip": {
+                "x": box["x"], "y": box["y"], "width": box["width"], "height": box["height"], "scale": 1}})
+            shot.write_bytes(base64.b64decode(png["data"]))
+        else:
+            driver.save_screenshot(str(shot))
         print(f"\nDURABLE_RESUME editor screenshot {shot}")
         if os.environ.get("DURABLE_UPDATE_SCREENSHOTS") == "1":
             (REPO / "docs" / "img").mkdir(exist_ok=True)
@@ -265,8 +281,10 @@ def _editor_screenshot(st, tmp_path, file_name, must_show, window="1600,900"):
 
 
 def test_zz_editor_shows_the_approval_loop(rstack, tmp_path):
-    _editor_screenshot(rstack, tmp_path, "n8n-approval-wait.png",
-                       ("Register: Approval Wait", "Wait: Approver Decides", "Approval Pending?", "Stop: Not Approved"))
+    """docs/img/n8n-approval-wait.png: the approval loop only, legible (not the whole pipeline)."""
+    loop = ("Begin: Publish", "Approval Pending?", "Register: Approval Wait", "Wait: Approver Decides",
+            "Stop: Not Approved", "Proxy: Publish", "Record: Publish")
+    _editor_screenshot(rstack, tmp_path, "n8n-approval-wait.png", loop[1:5], window="3200,1800", focus=loop)
 
 
 def test_zz_editor_shows_the_whole_pipeline(rstack, tmp_path):
