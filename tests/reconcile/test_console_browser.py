@@ -203,7 +203,7 @@ def test_console_docs_pictures_show_a_realistic_draft(stack, browser, tmp_path):
 def test_console_approver_previews_and_approves_a_publish_in_chromium(stack, browser, tmp_path):
     from selenium.webdriver.common.by import By
 
-    shots, run = Shots(browser, tmp_path), Runner(stack)
+    run = Runner(stack)
     uid = uuid.uuid4().hex[:8]
     job = f"article-{uid}"
     post_id = run.draft(XSS_TITLE, XSS_BODY)
