@@ -286,14 +286,9 @@ class Model:
         op = self.ops.get(key)
         if op is None:
             return [Outcome(Err(404, "operation_not_found"))]
-        verdict = None
-        if op.state in IN_FLIGHT and op.attempt == attempt:
-            refused = self.fence(op.job, token)
-            if refused:
-                return [Outcome(refused)]
-            verdict = {"found": dict(state="CONFIRMED", remote_id=remote_id),
-                       "absent": dict(state="FAILED", retryable=True, reconciled_absent=True),
-                       "undecidable": dict(state="NEEDS_REVIEW")}[result]
+        verdict = self.verdict(key, token, attempt, result, remote_id)
+        if isinstance(verdict, Err):
+            return [Outcome(verdict)]
         after = self.clone()
         if verdict:
             for k, v in verdict.items():
@@ -302,6 +297,19 @@ class Model:
         outs = after.begin(stored.job, stored.action, stored.digest, key, stored.target, stored.requires_approval,
                            token)
         return [Outcome(o.expect, _then(verdict, key, o.apply), o.dispatched) for o in outs]
+
+    def verdict(self, key, token, attempt, result, remote_id):
+        """The first half of lookup-result (its own transaction): the fields the verdict sets, None
+        (the attempt is not in flight: nothing to apply), or the fence's refusal."""
+        op = self.ops[key]
+        if op.state not in IN_FLIGHT or op.attempt != attempt:
+            return None
+        refused = self.fence(op.job, token)
+        if refused:
+            return refused
+        return {"found": {"state": "CONFIRMED", "remote_id": remote_id},
+                "absent": {"state": "FAILED", "retryable": True, "reconciled_absent": True},
+                "undecidable": {"state": "NEEDS_REVIEW"}}[result]
 
     # ---- the gate --------------------------------------------------------------------------
 

@@ -54,6 +54,8 @@ PROFILE = os.environ.get("DURABLE_STATEFUL_PROFILE", "ci")
 # from the tables, so that a run keeps checking the invariants past a known divergence.
 STRICT = os.environ.get("DURABLE_STATEFUL_STRICT", "1") != "0"
 DIVERGED = Counter()
+RACE_SPLITS = Counter()  # which order explained a lookup racing a takeover
+CALLS = Counter()  # API calls made, by route (printed with -s)
 
 JOBS = ("j0", "j1", "j2")
 ACTIONS = ("publish", "set_status", "alias", "send")
@@ -151,6 +153,7 @@ class LedgerMachine(RuleBasedStateMachine):
     # ---- plumbing --------------------------------------------------------------------------
 
     def call(self, method, path, body=None, token=RUNNER):
+        CALLS[path.rsplit("/", 1)[-1] if path.startswith("/v1/operations/") else method + " " + path.split("/")[2]] += 1
         self.history.append(f"{method} {path} {body}")
         status, body = self.driver.call(method, path, body, token)
         error_shape(status, body)
@@ -482,7 +485,9 @@ def stateful_client(database):
 
 def test_stateful_in_process(stateful_client):
     machine = type("InProcess", (LedgerMachine,), {"driver": ClientDriver(stateful_client)})
+    CALLS.clear()
     run_state_machine_as_test(machine, settings=_settings(0))
+    print(f"\nin process, {PROFILES[PROFILE][0]} examples x steps: calls {sum(CALLS.values())} {dict(CALLS)}")
 
 
 def interleavings(seqs):
@@ -532,6 +537,58 @@ class ServedMachine(LedgerMachine):
     def race_once_more(self, spec, racers):
         self.race(spec, racers)
 
+    @precondition(lambda self: any(o.state in ("SENT", "UNKNOWN") for o in self.model.ops.values()))
+    @rule(i=st.integers(0, 7), result=st.sampled_from(("absent", "found")))
+    def race_lookup_takeover(self, i, result):
+        """Issue 22 item 12: the owner's lookup-result racing a takeover. lookup-result is two
+        transactions (the verdict, then the gate), so a takeover can fall between them: the report
+        is then applied and its answer is 409 stale_fencing_token."""
+        key = sorted(k for k, o in self.model.ops.items() if o.state in ("SENT", "UNKNOWN"))[i % sum(
+            o.state in ("SENT", "UNKNOWN") for o in self.model.ops.values())]
+        op = self.model.ops[key]
+        name, token, attempt = op.job, self.model.jobs[op.job].token, op.attempt
+        body = {"fencing_token": token, "attempt": attempt, "result": result, "remote_id": "r3"}
+        calls = [("lookup", [(key, body)]), ("takeover", [name])]
+        results = self.run_together(calls)
+        self.check_tables(racing=True)
+        (l_status, l_body), (t_status, t_body) = results[0][0], results[1][0]
+        got_l, got_t = _result(l_status, l_body), _result(t_status, t_body)
+        rows = db_operations()
+        for split in ("lookup first", "takeover first", "takeover between"):
+            m = self.model.clone()
+            if split == "takeover between":
+                fields = m.verdict(key, token, attempt, result, "r3")
+                if not isinstance(fields, dict):
+                    continue
+                for k, v in fields.items():
+                    setattr(m.ops[key], k, v)
+            steps = [("takeover", got_t), ("lookup", got_l)] if split != "lookup first" else \
+                [("lookup", got_l), ("takeover", got_t)]
+            for kind, got in steps:
+                if kind == "takeover":
+                    outs = m.lease(name, "w3", True)
+                elif split == "takeover between":
+                    o = m.ops[key]
+                    outs = m.begin(o.job, o.action, o.digest, key, o.target, o.requires_approval, token)
+                else:
+                    outs = m.lookup(key, token, attempt, result, "r3")
+                out = next((x for x in outs if _matches(x.expect, got)), None)
+                if out is None:
+                    break
+                if out.apply is not None:
+                    out.apply(m)
+            else:
+                if sync_problem(m, rows) is None:
+                    RACE_SPLITS[split] += 1
+                    self.model = m
+                    break
+        else:
+            problem = f"model: lookup {result} of {key} racing a takeover answered {got_l}, {got_t}: no order explains"
+            if STRICT:
+                raise AssertionError(problem + f"; rows: {sync_problem(self.model, rows)}")
+            self.diverged(problem, Err(0, "race"))
+        self.note_dispatch(got_l, l_body)
+
     def run_together(self, calls):
         barrier = threading.Barrier(len(calls))
         results = [None] * len(calls)
@@ -550,6 +607,9 @@ class ServedMachine(LedgerMachine):
                     error_shape(code, slot, slot=True)
                     slots.append((code, slot))
                 results[i] = slots
+            elif kind == "lookup":
+                key, body = args[0]
+                results[i] = [self.call("POST", f"/v1/operations/{quote(key, safe='')}/lookup-result", body)]
             elif kind == "takeover":
                 results[i] = [self.call("POST", f"/v1/jobs/{args[0]}/lease", {"owner": "w3", "takeover": True,
                                                                                           "ttl_s": TTL})]
@@ -614,7 +674,11 @@ def served(database, tmp_path):
 
 def test_stateful_served(served):
     machine = type("Served", (ServedMachine,), {"driver": HttpDriver(served)})
+    CALLS.clear()
+    RACE_SPLITS.clear()
     run_state_machine_as_test(machine, settings=_settings(1))
+    print(f"\nserved, {PROFILES[PROFILE][1]} examples x steps: calls {sum(CALLS.values())} {dict(CALLS)}; "
+          f"lookup/takeover orders {dict(RACE_SPLITS)}")
 
 
 # ---- the shortest histories the machines found (stateful-findings.md), kept as regular tests ----
