@@ -264,8 +264,8 @@ def _ops(job_id):
 
 
 @pytest.mark.parametrize("budgets", [{"max_attempts": "abc"}, {"max_cost": "abc"}, {"deadline_s": "soon"},
-                                     {"max_tool_calls": [1]}, ["max_attempts", "max_cost"]],
-                         ids=["max_attempts", "max_cost", "deadline_s", "max_tool_calls", "list"])
+                                     {"max_tool_calls": [1]}, ["max_attempts", "max_cost"], ["max_attempts"]],
+                         ids=["max_attempts", "max_cost", "deadline_s", "max_tool_calls", "list", "list_of_one"])
 def test_checks_a_stored_budget_that_is_not_a_number_is_a_4xx_never_a_500(stack, both, budgets):
     job_id = jid("stored")
     lease = both["local"].job(job_id, owner="w")
