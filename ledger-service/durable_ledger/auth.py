@@ -2,7 +2,9 @@
 
 Lookups are cached per process for ``ttl`` seconds because the gate is on every side effect's
 hot path. The window this opens: a revoked token keeps working for at most ``ttl`` seconds in
-a worker that cached it. Revocation through ``revoke_token`` also clears this process's cache.
+a worker that cached it. Revocation through ``revoke_token`` also clears this process's cache,
+and ends the console sessions the token signed in, at once in every worker (they are rows read on
+every console request: store/console_sessions.py).
 """
 
 import hashlib
@@ -12,6 +14,7 @@ import time
 from dataclasses import dataclass
 
 from .errors import Forbidden, Unauthorized, ValidationFailed
+from .store import console_sessions
 from .store.models import ApiToken
 
 ROLES = ("runner", "editor", "approver", "admin")
@@ -83,11 +86,13 @@ def load_bootstrap_tokens(spec):
 
 
 def revoke_token(raw):
+    now = time.time()
     n = (
-        ApiToken.update(revoked_at=time.time())
+        ApiToken.update(revoked_at=now)
         .where(ApiToken.token_hash == hash_token(raw), ApiToken.revoked_at.is_null())
         .execute()
     )
+    console_sessions.end_for_token(hash_token(raw), now, "token_revoked")
     _cache.clear()
     return n
 

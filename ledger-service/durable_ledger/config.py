@@ -27,6 +27,7 @@ class Config:
     reconcile_claim_s: float = 60.0
     secret_key: str = ""
     approval_ttl_s: float = 24 * 3600  # default expiry of an approval given in the console
+    console_session_ttl_s: float = 12 * 3600  # a console sign-in ends this long after it began
     n8n_url: str = ""  # base URL of the n8n editor, for links to executions on the job timeline
     # Size limits (bytes). A JSON body is refused whole above max_body_bytes (413); receipts and
     # error objects, and a checkpoint's body, are measured as canonical JSON (422).
@@ -67,6 +68,7 @@ class Config:
             reconcile_claim_s=float(env.get("DURABLE_RECONCILE_CLAIM_S", "60")),
             secret_key=env.get("DURABLE_SECRET_KEY", ""),
             approval_ttl_s=float(env.get("DURABLE_APPROVAL_TTL_S", 24 * 3600)),
+            console_session_ttl_s=float(env.get("DURABLE_CONSOLE_SESSION_TTL_S", cls.console_session_ttl_s)),
             n8n_url=env.get("DURABLE_N8N_URL", "").rstrip("/"),
             max_body_bytes=int(env.get("DURABLE_MAX_BODY_BYTES", cls.max_body_bytes)),
             max_receipt_bytes=int(env.get("DURABLE_MAX_RECEIPT_BYTES", cls.max_receipt_bytes)),

@@ -118,6 +118,13 @@ class StoredValueInvalid(LedgerError):
     code, http_status = "stored_value_invalid", 409
 
 
+class DecisionChanged(LedgerError):
+    """Another decision was taken on the operation after the approver's page was shown (a denial,
+    an approval, a state change): the click is refused; reload the page and decide again."""
+
+    code, http_status = "decision_changed", 409
+
+
 class ReceiptConflict(LedgerError):
     """The operation is already confirmed with another remote id."""
 

@@ -16,6 +16,7 @@ from durable_ledger.auth import Principal, _cache
 from durable_ledger.config import Config
 from durable_ledger.store.db import db, init_database
 from durable_ledger.store.agent_models import AGENT_MODELS
+from durable_ledger.store.console_sessions import SESSION_MODELS
 from durable_ledger.store.migrations import create_schema
 from durable_ledger.store.models import ALL_MODELS
 
@@ -61,7 +62,7 @@ def database(backend):
     create_schema()
     _cache.clear()
     with db.connection_context():
-        for model in reversed(ALL_MODELS + AGENT_MODELS):
+        for model in reversed(ALL_MODELS + AGENT_MODELS + SESSION_MODELS):
             model.delete().execute()
     yield backend
     if not db.is_closed():

@@ -7,6 +7,7 @@ tests/reconcile/test_console_browser.py; here the gated step is a generic one (n
 import re
 import threading
 import time
+from html import unescape
 from urllib.parse import quote
 
 import pytest
@@ -236,10 +237,13 @@ def test_console_approve_in_the_page_with_csrf_and_double_submit(app, client, to
     assert page.post(url, data={"digest": digest, "csrf": "forged"}).status_code == 403
     with db.connection_context():
         assert Approval.select().count() == 0
-    r = page.post(url, data={"digest": "1" * 64, "csrf": csrf})  # the page showed another digest
+    shown = hidden_fields(item, "approve-form")["shown"]
+    r = page.post(url, data={"digest": "1" * 64, "csrf": csrf, "shown": shown})  # the page showed another digest
+    assert "Not approved" in page.get(r.headers["Location"]).get_data(as_text=True)
+    r = page.post(url, data={"digest": digest, "csrf": csrf})  # a form without the state it showed
     assert "Not approved" in page.get(r.headers["Location"]).get_data(as_text=True)
     for _ in range(2):
-        r = page.post(url, data={"digest": digest, "csrf": csrf, "expires_in_h": "8"})
+        r = page.post(url, data={"digest": digest, "csrf": csrf, "expires_in_h": "8", "shown": shown})
         assert r.status_code == 302 and r.headers["Location"].endswith("/console/approvals")
     flashes = page.get("/console/approvals").get_data(as_text=True)
     assert "already approved" in flashes
@@ -252,9 +256,10 @@ def test_console_deny_in_the_page(app, client, tok):
     key, digest = halted(client, tok)
     page, csrf, _ = sign_in(app, "approver-token")
     url = f"/console/approvals/{quote(key, safe='')}/deny"
-    r = page.post(url, data={"digest": digest, "csrf": csrf, "reason": ""})
+    shown = hidden_fields(page.get(f"/console/approvals/{quote(key, safe='')}").get_data(as_text=True), "deny-form")
+    r = page.post(url, data={**shown, "reason": ""})
     assert "Not denied" in page.get(r.headers["Location"]).get_data(as_text=True)
-    r = page.post(url, data={"digest": digest, "csrf": csrf, "reason": "<b>off-brand</b>"})
+    r = page.post(url, data={**shown, "reason": "<b>off-brand</b>"})
     html = page.get("/console/approvals").get_data(as_text=True)
     assert "denied" in html and "&lt;b&gt;off-brand&lt;/b&gt;" in html
     assert begin(client, tok)["reason"] == "approval_denied"
@@ -330,3 +335,277 @@ def test_console_readback_digest_is_the_publish_payload_digest():
     post = {"id": 5, "content": content, "title": "T", "featured_media": 9}
     assert preview.readback_digest(payload, post) == request_digest(payload)
     assert preview.readback_digest(payload, {**post, "content": "<p>Edited</p>"}) != request_digest(payload)
+
+
+# ------------------------------------------------------------------- the doors (issue 22)
+#
+# Each test below failed on the console before these doors were closed (see the report of the
+# change): a 500 for CR/LF in `next`, pager links built from every query argument, an empty CSRF
+# field that matched a session without a token, a cookie that outlived its sign-out, a click on
+# a page opened before a denial that lifted it, answers without the security headers, and
+# caller-stored links and evidence rendered as if the ledger had vouched for them.
+
+def hidden_fields(html, form_id):
+    form = re.search(rf'<form[^>]*id="{form_id}".*?</form>', html, re.S).group(0)
+    return {n: unescape(v) for n, v in re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', form)}
+
+
+def session_rows():
+    from durable_ledger.store.console_sessions import ConsoleSession
+
+    with db.connection_context():
+        return list(ConsoleSession.select().order_by(ConsoleSession.id))
+
+
+def login_form_csrf(page):
+    return re.search(r'name="csrf" value="([^"]+)"', page.get("/console/").get_data(as_text=True)).group(1)
+
+
+def test_console_next_is_a_relative_console_path_or_home(app, client, tok):
+    bad = ["/console/jobs\r\nSet-Cookie: pwned=1", "/console/jobs\nX: y", "/console/\x7f", "/console/\x1b[31m",
+           "//evil.example/console", "/\\evil.example", "/console\\..\\x", "https://evil.example/console",
+           "javascript:alert(1)", "/v1/jobs", "/consolex", "/console/../v1/jobs", "console/jobs", " /console/jobs",
+           "/console/jobs\u2028"]
+    answers = []
+    for nxt in bad + ["/console/jobs?page=2&q=j"]:
+        page = app.test_client()
+        r = page.post("/console/login", data={"token": "approver-token", "csrf": login_form_csrf(page), "next": nxt})
+        answers.append((r.status_code, r.headers.get("Location")))
+    assert answers[:-1] == [(302, "/console/approvals")] * len(bad)
+    assert answers[-1] == (302, "/console/jobs?page=2&q=j")
+    # a refused sign-in goes back the same way
+    page = app.test_client()
+    r = page.post("/console/login", data={"token": "nope", "csrf": login_form_csrf(page), "next": "/console/x\r\nX: y"})
+    assert (r.status_code, r.headers["Location"]) == (302, "/console/")
+
+
+def test_console_jobs_pager_gets_only_the_filters(app, client, tok):
+    for i in range(30):
+        client.put(f"/v1/jobs/pg-{i:02d}", json={}, headers=auth())
+    page, _, _ = sign_in(app, "editor-token")
+    seen = {}
+    for query in ("?_method=DELETE", "?endpoint=x", "?_external=1", "?_anchor=top", "?_scheme=https",
+                  "?q=pg&bogus=1&_external=1", "?values=1&page=1"):
+        r = page.get("/console/jobs" + query)
+        hrefs = re.findall(r'<a href="([^"]*)" id="(?:next|prev)"', r.get_data(as_text=True))
+        seen[query] = (r.status_code, hrefs)
+    assert seen == {
+        "?_method=DELETE": (200, ["/console/jobs?page=2"]), "?endpoint=x": (200, ["/console/jobs?page=2"]),
+        "?_external=1": (200, ["/console/jobs?page=2"]), "?_anchor=top": (200, ["/console/jobs?page=2"]),
+        "?_scheme=https": (200, ["/console/jobs?page=2"]),
+        "?q=pg&bogus=1&_external=1": (200, ["/console/jobs?page=2&amp;q=pg"]),
+        "?values=1&page=1": (200, ["/console/jobs?page=2"])}
+
+
+def test_console_an_empty_or_missing_csrf_never_matches(app, client, tok):
+    key, digest = halted(client, tok)
+    # login CSRF: a cross-site form has no cookie of ours (SameSite=Strict), so no session
+    victim = app.test_client()
+    answers = [victim.post("/console/login", data={"token": "approver-token", "csrf": ""}).status_code,
+               victim.post("/console/login", data={"token": "approver-token"}).status_code]
+    assert answers == [403, 403]
+    assert victim.get("/console/approvals").get_data(as_text=True).count('id="token"') == 1  # not signed in
+    # a session that never rendered a page (sign-in redirect not followed) has a token all the same
+    page = app.test_client()
+    csrf = re.search(r'name="csrf" value="([^"]+)"', page.get("/console/").get_data(as_text=True)).group(1)
+    assert page.post("/console/login", data={"token": "approver-token", "csrf": csrf}).status_code == 302
+    url = f"/console/approvals/{quote(key, safe='')}/approve"
+    assert page.post(url, data={"digest": digest, "csrf": ""}).status_code == 403
+    assert page.post(url, data={"digest": digest}).status_code == 403
+    assert page.post(url, data={"digest": digest, "csrf": csrf}).status_code == 403  # the pre-session token
+    assert page.post("/console/logout", data={"csrf": ""}).status_code == 403
+    with db.connection_context():
+        assert Approval.select().count() == 0
+    assert page.get("/console/approvals").status_code == 200  # still signed in
+
+
+def test_console_sign_out_ends_the_session_for_every_copy_of_the_cookie(app, client, tok):
+    key, digest = halted(client, tok)
+    page, csrf, _ = sign_in(app, "approver-token")
+    copied = page.get_cookie("session").value
+    r = page.post("/console/logout", data={"csrf": csrf})
+    assert r.status_code == 302
+    thief = app.test_client()
+    thief.set_cookie("session", copied)
+    assert thief.get("/console/approvals").get_data(as_text=True).count('id="token"') == 1  # the sign-in form
+    r = thief.post(f"/console/approvals/{quote(key, safe='')}/approve", data={"digest": digest, "csrf": csrf})
+    assert r.status_code == 302 and r.headers["Location"] == "/console/"
+    with db.connection_context():
+        assert Approval.select().count() == 0
+    [row] = session_rows()
+    assert (row.tenant, row.ended_reason) == ("acme", "signed_out") and row.ended_at is not None
+
+
+def test_console_revoking_the_token_ends_its_sessions_in_every_worker(app, client, tok):
+    from durable_ledger.auth import _cache, hash_token, revoke_token
+
+    with db.connection_context():
+        raw = create_token("acme", "approver", name="leaky")
+    page, _, _ = sign_in(app, raw)
+    other, _, _ = sign_in(app, "approver-token")
+    copied = page.get_cookie("session").value
+    assert page.get("/console/approvals").status_code == 200
+    principal = _cache.get(hash_token(raw), 60)
+    with db.connection_context():
+        assert revoke_token(raw) == 1
+    # another gunicorn worker still has the token in its cache for DURABLE_TOKEN_CACHE_TTL_S
+    _cache.put(hash_token(raw), principal)
+    thief = app.test_client()
+    thief.set_cookie("session", copied)
+    assert thief.get("/console/approvals").get_data(as_text=True).count('id="token"') == 1
+    assert sorted((s.ended_reason or "live") for s in session_rows()) == ["live", "token_revoked"]
+    assert other.get("/console/approvals").status_code == 200  # another token's session is untouched
+
+
+def test_console_decision_forms_are_refused_when_the_decision_changed(app, client, tok, decisions_seen):
+    key, digest = halted(client, tok)
+    page, _, _ = sign_in(app, "approver-token")
+    shown = page.get(f"/console/approvals/{quote(key, safe='')}").get_data(as_text=True)
+    approve_form, deny_form = hidden_fields(shown, "approve-form"), hidden_fields(shown, "deny-form")
+    # meanwhile another approver denies through the API
+    r = client.post(op_url(key, "deny"), headers=APPROVER, json={"content_digest": digest, "reason": "off-brand"})
+    assert r.status_code == 201, r.get_json()
+    r = page.post(f"/console/approvals/{quote(key, safe='')}/approve", data={**approve_form, "expires_in_h": "8"})
+    flashed = page.get(r.headers["Location"]).get_data(as_text=True)
+    assert "Not approved" in flashed and "denied" in flashed and "off-brand" in flashed
+    with db.connection_context():
+        assert Approval.select().count() == 0
+        assert [d.lifted_at for d in ApprovalDenial.select()] == [None]
+    assert begin(client, tok)["reason"] == "approval_denied"
+    # the page that shows the denial lifts it, deliberately
+    shown = page.get(f"/console/approvals/{quote(key, safe='')}").get_data(as_text=True)
+    r = page.post(f"/console/approvals/{quote(key, safe='')}/approve", data=hidden_fields(shown, "approve-form"))
+    assert r.headers["Location"].endswith("/console/approvals")
+    with db.connection_context():
+        assert Approval.select().count() == 1 and ApprovalDenial.get().lifted_at is not None
+    # the deny form opened before that approval no longer revokes it
+    r = page.post(f"/console/approvals/{quote(key, safe='')}/deny", data={**deny_form, "reason": "late"})
+    flashed = page.get(r.headers["Location"]).get_data(as_text=True)
+    assert "Not denied" in flashed and "approved" in flashed
+    with db.connection_context():
+        assert [a.revoked_at for a in Approval.select()] == [None] and ApprovalDenial.select().count() == 1
+    assert begin(client, tok)["decision"] == "dispatch"
+
+
+def test_console_security_headers_on_every_answer(app, client, tok, monkeypatch):
+    page, csrf, _ = sign_in(app, "editor-token")
+    answers = {
+        "unknown route": page.get("/console/no-such-page"),
+        "unknown old route": page.get("/review/no-such-page"),
+        "unknown job": page.get("/console/jobs/nope"),
+        "no csrf": page.post("/console/logout", data={}),
+        "wrong method": page.delete("/console/jobs"),
+        "bad query": page.get("/console/jobs?q=%00"),
+        "signed out": app.test_client().get("/console/review"),
+    }
+    from durable_ledger.core import timeline
+
+    app.config["PROPAGATE_EXCEPTIONS"] = False
+    monkeypatch.setattr(timeline, "list_jobs", lambda *a, **k: 1 / 0)
+    answers["internal error"] = page.get("/console/jobs")
+    statuses = {name: r.status_code for name, r in answers.items()}
+    assert statuses == {"unknown route": 404, "unknown old route": 404, "unknown job": 404, "no csrf": 403,
+                        "wrong method": 405, "bad query": 422, "signed out": 200, "internal error": 500}
+    missing = {name: [h for h in ("Content-Security-Policy", "X-Frame-Options", "X-Content-Type-Options",
+                                  "Referrer-Policy", "Cache-Control") if h not in r.headers]
+               for name, r in answers.items()}
+    assert missing == {name: [] for name in answers}
+    assert {r.headers["X-Frame-Options"] for r in answers.values()} == {"DENY"}
+
+
+# ----------------------------------------------------- what callers stored (links and evidence)
+
+HOSTILE = ["javascript:alert(1)", "JavaScript:alert(2)", " javascript:alert(3)", "data:text/html,<b>x</b>",
+           "java\tscript:alert(4)", "vbscript:x", "//evil.example/x", "/relative", "https:", "http://"]
+
+
+def hrefs(html):
+    return [unescape(h) for h in re.findall(r'href="([^"]*)"', html)]
+
+
+def unsafe_hrefs(html):
+    return [h for h in hrefs(html) if not (h.startswith(("http://", "https://")) or
+                                           (h.startswith("/") and not h.startswith("//")))]
+
+
+@pytest.fixture
+def sheet_op(client, tok):
+    """An append_row left SENT (no server-side reconciler: begin asks for a lookup)."""
+    def begin_row():
+        return client.post("/v1/operations/begin", headers=auth(), json={
+            "job_id": "j1", "action": "append_row", "target": "sheet:orders", "payload": {"o": 1},
+            "fencing_token": tok}).get_json()
+    key = begin_row()["operation"]["operation_key"]
+    assert begin_row()["reconciliation"] == {"outcome": "no_reconciler"}
+    return key
+
+
+def lookup(client, key, tok, result, headers=None, **extra):
+    r = client.post(op_url(key, "lookup-result"), headers={**auth(), **(headers or {})},
+                    json={"fencing_token": tok, "attempt": 1, "result": result, **extra})
+    assert r.status_code == 200, r.get_json()
+    return r.get_json()
+
+
+def test_console_links_a_caller_stored_are_rendered_only_when_http(app, client, tok, sheet_op):
+    candidates = [{"id": "row-1", "edit_url": u, "link": u} for u in HOSTILE]
+    lookup(client, sheet_op, tok, "found", remote_id="row-1",
+           receipt={"edit_url": "javascript:alert(5)", "link": "data:text/html,<b>y</b>"},
+           evidence={"candidates": candidates + [{"id": "row-1", "edit_url": "https://sheets.example/r/1"}]})
+    page, _, _ = sign_in(app, "editor-token")
+    timeline = page.get("/console/jobs/j1").get_data(as_text=True)
+    item = page.get(f"/console/review/item/{quote(sheet_op, safe='')}").get_data(as_text=True)
+    assert (unsafe_hrefs(timeline), unsafe_hrefs(item)) == ([], [])
+    assert "javascript:alert(5)" in timeline  # shown, as text
+    # candidates a reconciler stored (a WordPress answer, say) go through the same check
+    from durable_ledger.store.models import Operation
+
+    with db.connection_context():
+        Operation.update(state="NEEDS_REVIEW", evidence={"candidates": candidates + [
+            {"id": "7", "edit_url": "https://wp.example/wp-admin/post.php?post=7", "link": "http://wp.example/?p=7"}]}
+        ).where(Operation.operation_key == sheet_op).execute()
+    item = page.get(f"/console/review/item/{quote(sheet_op, safe='')}").get_data(as_text=True)
+    assert unsafe_hrefs(item) == []
+    assert [h for h in hrefs(item) if "example" in h] == ["https://wp.example/wp-admin/post.php?post=7",
+                                                          "http://wp.example/?p=7"]
+    assert "javascript:alert(1)" in item  # the value is there for the editor to read
+
+
+def test_console_caller_evidence_is_labelled_as_the_callers(app, client, tok, sheet_op):
+    forged = {"source": "wordpress_reconciler", "reconciled": "found by the WordPress plugin", "verdict": "found",
+              "review": "confirm", "n8n": {"execution_id": "999", "workflow_id": "wfX"}, "detail": "row 1 has it"}
+    lookup(client, sheet_op, tok, "found", remote_id="row-1", evidence=forged)
+    with db.connection_context():
+        from durable_ledger.store.models import Operation, OperationEvent
+
+        op = Operation.get(Operation.operation_key == sheet_op)
+        [ev] = [e for e in OperationEvent.select() if e.to_state == "CONFIRMED"]
+    runner = "runner:bootstrap-acme-runner"
+    assert op.evidence == {"source": "caller_lookup", "reported_by": runner, "caller_reported": forged}
+    assert ev.detail == {"reconciled": "found", "source": "caller_lookup", "reported_by": runner,
+                         "caller_reported": forged}  # no n8n: the request carried no X-N8N-Execution-Id
+    page, _, _ = sign_in(app, "editor-token")
+    html = page.get("/console/jobs/j1").get_data(as_text=True)
+    assert f"reported by {runner} via lookup-result: found → CONFIRMED" in html
+    assert "n8n execution" not in html and "reconciled with the remote system" not in html
+    assert "reviewed by an editor" not in html
+    item = page.get(f"/console/review/item/{quote(sheet_op, safe='')}").get_data(as_text=True)
+    assert f"Reported by {runner} via lookup-result" in item
+
+
+def test_console_what_the_ledger_saw_stays_labelled_apart(app, client, tok, sheet_op):
+    forged = {"verdict": "found", "n8n": {"execution_id": "999"}, "source": "n8n"}
+    lookup(client, sheet_op, tok, "undecidable", evidence=forged,
+           headers={"X-N8N-Execution-Id": "123", "X-N8N-Workflow-Id": "wf1"})
+    with db.connection_context():
+        from durable_ledger.store.models import Operation
+
+        op = Operation.get(Operation.operation_key == sheet_op)
+    assert op.state == "NEEDS_REVIEW"
+    assert (op.evidence["source"], op.evidence["verdict"], op.evidence["caller_reported"]) == \
+        ("caller_lookup", "undecidable", forged)
+    page, _, _ = sign_in(app, "editor-token")
+    html = page.get("/console/jobs/j1").get_data(as_text=True)
+    assert re.findall(r"n8n execution #(\d+)", html) == ["123"]  # the header the ledger saw, never the 999 reported
+    item = page.get(f"/console/review/item/{quote(sheet_op, safe='')}").get_data(as_text=True)
+    assert "Reported by runner:bootstrap-acme-runner via lookup-result" in item

@@ -29,7 +29,7 @@ CACHE = Path(os.environ.get("DURABLE_RELEASE_CACHE", Path.home() / ".cache" / "d
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent / "durable-ledger"
 EXPECTED_MIGRATIONS = ["0001_baseline_0_1_0", "0002_approval_denials_and_waits", "0003_unambiguous_key_lookups",
-                       "0004_attempt_dispatcher"]
+                       "0004_attempt_dispatcher", "0005_console_sessions"]
 
 
 @pytest.fixture(scope="session")

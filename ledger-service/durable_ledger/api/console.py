@@ -4,34 +4,36 @@ Pages: jobs list and one job's timeline (every console role), approvals (approve
 (editor; see console_review.py). The old /review URLs redirect here (review_page.py). The blueprint,
 the signed-in check, CSRF and page rendering that all of them use are in console_base.py.
 
-Sign-in is the ledger token. The session cookie (signed, HttpOnly, SameSite=Strict; Secure when
-DURABLE_COOKIE_SECURE=1) holds only the token's sha256, never the token itself, so a leaked
-cookie cannot be replayed against the API; the hash is re-checked on every request, so a revoked
-token stops working within the token-cache TTL. Every form carries a CSRF token. Every page is
-tenant-scoped through the signed-in principal: another tenant's job or operation is a 404.
+Sign-in is the ledger token. The session is held server-side (console_auth.py): the cookie
+(signed, HttpOnly, SameSite=Strict; Secure when DURABLE_COOKIE_SECURE=1) holds a random session
+id, never the token, so a leaked cookie cannot be replayed against the API, and sign-out or the
+token's revocation ends it for every copy. Every form carries a CSRF token, the sign-in form too.
+Every page is tenant-scoped through the signed-in principal: another tenant's job or operation is
+a 404. Decision forms carry the decision state they showed and are refused if it moved.
 """
 
 import json
 import secrets
 
-from flask import flash, redirect, request, session, url_for
+from flask import flash, redirect, request, url_for
 from flask.sessions import NullSession, SecureCookieSessionInterface
 
 from .. import store
-from ..auth import authenticate, hash_token
 from ..core import approval_decisions as decisions
 from ..core import approvals as approval_rules
 from ..core import timeline as tl
 from ..core.operations import get_operation
 from ..core.render import iso
+from ..core.links import http_url
 from ..errors import Forbidden, LedgerError, NotFound, Unauthorized
-from . import console_review  # noqa: F401 - its views are the review queue pages on bp
+from . import console_auth, console_review  # noqa: F401 - its views are the review queue pages on bp
 from . import preview
-from .console_base import CONSOLE_ROLES, SESSION_PREFIXES, bp, check_csrf, current_user, page, signed_in
+from .console_base import SESSION_PREFIXES, bp, check_csrf, current_user, page, safe_next, signed_in
 from .context import config
 
 HOME = {"approver": "console.approvals", "editor": "console.review_queue", "admin": "console.jobs"}
 EXPIRY_CHOICES_H = (1, 8, 24, 72, 168)
+JOB_FILTERS = ("q", "status", "phase", "unknown", "approval")  # the only query args the pager passes on
 
 
 class ConsoleSessions(SecureCookieSessionInterface):
@@ -67,17 +69,17 @@ def iso_time(ts):
     return iso(ts)
 
 
+@bp.app_template_filter("http_url")
+def http_url_filter(value):
+    """The value if it is an http(s) URL to put in an href, else None (show it as text)."""
+    return http_url(value)
+
+
 def session_secret(cfg):
     """DURABLE_SECRET_KEY, or one random key stored once in the database for all workers."""
     if cfg.secret_key:
         return cfg.secret_key
     return store.setting("session_secret", secrets.token_urlsafe(48))
-
-
-def _safe_next(value):
-    if value and value.startswith(SESSION_PREFIXES) and not value.startswith("//") and "\\" not in value:
-        return value
-    return None
 
 
 @bp.get("")
@@ -89,24 +91,20 @@ def home(who):
 
 @bp.post("/login")
 def login():
-    check_csrf()
-    raw = request.form.get("token", "").strip()
-    nxt = _safe_next(request.form.get("next"))
+    check_csrf(login=True)
+    nxt = safe_next(request.form.get("next"))
     try:
-        who = authenticate(raw, config().token_cache_ttl_s).require(*CONSOLE_ROLES)
+        who = console_auth.sign_in(request.form.get("token", "").strip())
     except (Unauthorized, Forbidden) as exc:
         flash(f"Sign-in refused: {exc.message}", "error")
         return redirect(nxt or url_for("console.home"))
-    session.clear()
-    session["token_sha256"] = hash_token(raw)
     flash(f"Signed in as {who.name} ({who.role}, tenant {who.tenant}).", "info")
     return redirect(nxt or url_for(HOME.get(who.role, "console.jobs")))
 
 
 @bp.post("/logout")
 def logout():
-    check_csrf()
-    session.clear()
+    console_auth.sign_out()
     return redirect(url_for("console.home"))
 
 
@@ -126,7 +124,7 @@ def jobs(who):
         page_no = 1
     rows, total = tl.list_jobs(who.tenant, page=page_no, **filters)
     pages = max(1, -(-total // tl.PAGE_SIZE))
-    args = {k: v for k, v in a.items() if k != "page" and v}
+    args = {k: a[k] for k in JOB_FILTERS if a.get(k)}  # url_for reads _external, _method... as its own
     return page("console_jobs.html", who, rows=rows, total=total, page_no=page_no, pages=pages, args=args,
                 phases=tl.tenant_phases(who.tenant), statuses=("active", "halted", "cancelled", "completed"))
 
@@ -172,6 +170,7 @@ def approval(who, key):
     default_h = min(EXPIRY_CHOICES_H, key=lambda h: abs(h * 3600 - cfg.approval_ttl_s))
     return page("console_approval.html", who, op=op, job_id=op.job.job_id, preview=prev, asked=_asked(op),
                 decision_status=approval_rules.status_of(op), denial=approval_rules.active_denial(op),
+                shown=decisions.decision_state(op),
                 summary=op.request_summary or {}, expiry_choices=EXPIRY_CHOICES_H, default_h=default_h)
 
 
@@ -184,7 +183,7 @@ def approve(who, key):
         hours = float(request.form.get("expires_in_h") or config().approval_ttl_s / 3600)
         approval_row, created = decisions.approve(
             who, key, request.form.get("digest", ""), ttl_s=hours * 3600, note=request.form.get("note") or None,
-            check_content=preview.check_unchanged(config()))
+            check_content=preview.check_unchanged(config()), shown_state=request.form.get("shown", ""))
     except (LedgerError, ValueError) as exc:
         flash(f"Not approved: {getattr(exc, 'message', 'the expiry must be a number of hours')}", "error")
         return redirect(url_for("console.approval", key=key))
@@ -199,7 +198,8 @@ def deny(who, key):
     check_csrf()
     op = _operation_or_404(who, key)
     try:
-        _denial, created = decisions.deny(who, key, request.form.get("digest", ""), request.form.get("reason"))
+        _denial, created = decisions.deny(who, key, request.form.get("digest", ""), request.form.get("reason"),
+                                          shown_state=request.form.get("shown", ""))
     except LedgerError as exc:
         flash(f"Not denied: {exc.message}", "error")
         return redirect(url_for("console.approval", key=key))

@@ -1,22 +1,28 @@
 """What every console page shares: the blueprint, the security headers, the signed-in check,
-CSRF and page rendering. A leaf module: console.py (sign-in, jobs, approvals) and
-console_review.py (the review queue) both add their views to ``bp`` from here.
+the `next` a sign-in returns to, and page rendering. A leaf module: console.py (sign-in, jobs,
+approvals) and console_review.py (the review queue) both add their views to ``bp`` from here;
+who is signed in and the CSRF tokens are console_auth.py's.
 """
 
-import secrets
+import re
 from functools import wraps
+from urllib.parse import quote, unquote
 
-from flask import Blueprint, redirect, render_template, request, session, url_for
+from flask import Blueprint, redirect, render_template, request, url_for
 
-from ..auth import authenticate_hash
-from ..errors import Forbidden, Unauthorized
-from .context import config
+from .console_auth import CONSOLE_ROLES, check_csrf, csrf_token, current_user
+
+__all__ = ["CONSOLE_ROLES", "SESSION_PREFIXES", "bp", "check_csrf", "current_user", "page", "safe_next",
+           "security_headers", "signed_in"]
 
 bp = Blueprint("console", __name__, url_prefix="/console")
-CONSOLE_ROLES = ("editor", "approver")  # admin passes every role check
 SESSION_PREFIXES = ("/console", "/review")
 CSP = ("default-src 'none'; style-src 'unsafe-inline'; img-src 'self' http: https: data:; frame-src 'self'; "
        "form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+# A console path, printable ASCII only (no CR/LF, no spaces, no controls), then checked for `\`
+# and dot segments: a relative URL on this origin, never `//host` or `/\host` (browsers read
+# both as another host).
+_NEXT = re.compile(r"/(?:console|review)(?:[/?][!-~]*)?")
 
 
 def security_headers(resp):
@@ -28,29 +34,26 @@ def security_headers(resp):
     return resp
 
 
-bp.after_request(security_headers)
+@bp.after_app_request
+def _console_headers(resp):
+    """On every answer under /console and /review: errors and unknown routes too, which no
+    blueprint's after_request sees (a route that does not exist has no blueprint)."""
+    return security_headers(resp) if request.path.startswith(SESSION_PREFIXES) else resp
 
 
-def current_user():
-    key = session.get("token_sha256")
-    if not key:
+def safe_next(value):
+    """``value`` if it is a console path to return to after sign-in, else None (go home)."""
+    if not isinstance(value, str) or len(value) > 2048 or not _NEXT.fullmatch(value) or "\\" in value:
         return None
-    try:
-        return authenticate_hash(key, config().token_cache_ttl_s).require(*CONSOLE_ROLES)
-    except (Unauthorized, Forbidden):
-        session.clear()
+    if any(unquote(seg) in (".", "..") for seg in value.split("?", 1)[0].split("/")):
         return None
+    return value
 
 
-def csrf_token():
-    if "csrf" not in session:
-        session["csrf"] = secrets.token_urlsafe(24)
-    return session["csrf"]
-
-
-def check_csrf():
-    if not secrets.compare_digest(request.form.get("csrf", ""), session.get("csrf", "")):
-        raise Forbidden("the form expired; reload the page and try again", {})
+def this_page():
+    """Where the sign-in form returns to: this request's path (quoted) and query."""
+    query = request.query_string.decode("latin-1")
+    return quote(request.path, safe="/:@!$&'()*+,;=~") + ("?" + query if query else "")
 
 
 def nav(who):
@@ -75,7 +78,7 @@ def signed_in(*roles):
             if who is None:
                 if request.method != "GET":
                     return redirect(url_for("console.home"))
-                return page("console_login.html", None, next=request.full_path.rstrip("?"))
+                return page("console_login.html", None, next=safe_next(this_page()))
             if roles and who.role != "admin" and who.role not in roles:
                 return page("console_forbidden.html", who, 403, needs=roles)
             return view(who, *args, **kwargs)

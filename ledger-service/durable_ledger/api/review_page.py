@@ -5,10 +5,8 @@ so bookmarks, old tabs and scripts keep working."""
 from flask import Blueprint, redirect, url_for
 
 from . import console, console_review
-from .console_base import security_headers
 
-bp = Blueprint("review_page", __name__, url_prefix="/review")
-bp.after_request(security_headers)
+bp = Blueprint("review_page", __name__, url_prefix="/review")  # security headers: console_base.py
 
 
 @bp.get("")

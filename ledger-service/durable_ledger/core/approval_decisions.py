@@ -10,6 +10,12 @@ displayed, and a check (for a WordPress publish: the post read back through the 
 digest of an operation key never changes (a new digest is a 422 at the gate), so a changed
 digest means the page showed another operation's version.
 
+Both are also bound to the decision state the page showed (``decision_state``: the operation's
+state, its standing denial and its live approval). A decision taken meanwhile elsewhere (the API,
+another tab) makes the click a ``DecisionChanged`` instead of silently overriding it:
+
+    page opened (no denial) ... API: deny (reason) ... click Approve -> refused, the denial stands
+
 Double submits are no-ops. The decision runs in one write transaction that first locks the
 operation row (SQLite's IMMEDIATE lock; FOR UPDATE on PostgreSQL), then looks for a decision
 already standing for the same binding:
@@ -27,7 +33,7 @@ import time
 
 from .. import store
 from ..store.db import write_txn
-from ..errors import ContentChanged, InvalidTransition, ValidationFailed
+from ..errors import ContentChanged, DecisionChanged, InvalidTransition, ValidationFailed
 from ..store.models import Approval, ApprovalDenial, AuditLog, Job, Operation, OperationEvent
 from . import approval_waits
 from . import states as S
@@ -46,8 +52,41 @@ def _check_shown(op, shown_digest):
                              {"operation_key": op.operation_key, "shown": shown_digest, "current": op.request_hash})
 
 
-def approve(principal, key, shown_digest, ttl_s=None, note=None, check_content=None, now=None):
-    """Returns (approval, created). ``created`` is False when the same approval already stood."""
+def _live_approval(op, now):
+    return Approval.select().where(*binding_of(op), Approval.expires_at > now).order_by(Approval.id.desc()).first()
+
+
+def decision_state(op, now=None):
+    """What a decision page shows and its form carries back: 'STATE:denial id:approval id' (0: none)."""
+    now = time.time() if now is None else now
+    denial, approval = active_denial(op), _live_approval(op, now)
+    return f"{op.state}:{denial.id if denial else 0}:{approval.id if approval else 0}"
+
+
+def _check_still_shown(op, shown_state, now):
+    """Inside the decision's transaction, the operation row locked. ``shown_state`` None: not asked
+    (the HTTP API decides on the operation as it stands)."""
+    if shown_state is None:
+        return
+    current = decision_state(op, now)
+    if shown_state == current:
+        return
+    denial, approval = active_denial(op), _live_approval(op, now)
+    if op.state != S.PREPARED:
+        what = f"the step is {op.state} now"
+    elif denial is not None:
+        what = f"it was denied by {denial.denied_by} meanwhile: {denial.reason}"
+    elif approval is not None:
+        what = f"it was approved by {approval.approved_by} meanwhile"
+    else:
+        what = "an earlier decision on it was withdrawn meanwhile"
+    raise DecisionChanged(f"{what}. Reload the page and decide again",
+                          {"operation_key": op.operation_key, "shown": shown_state, "current": current})
+
+
+def approve(principal, key, shown_digest, ttl_s=None, note=None, check_content=None, now=None, shown_state=None):
+    """Returns (approval, created). ``created`` is False when the same approval already stood.
+    ``shown_state``: the page's `decision_state`; refused if the decision moved since (see above)."""
     principal.require("approver")
     op = get_operation(principal.tenant, key)
     _check_shown(op, shown_digest)
@@ -64,10 +103,10 @@ def approve(principal, key, shown_digest, ttl_s=None, note=None, check_content=N
     now = time.time() if now is None else now
     with write_txn():
         op = store.operation_locked(op.id)
-        live = (Approval.select().where(*binding_of(op), Approval.expires_at > now)
-                .order_by(Approval.id.desc()).first())
+        live = _live_approval(op, now)
         if live is not None:
             return live, False
+        _check_still_shown(op, shown_state, now)
         job = Job.get_by_id(op.job_id)
         approval = Approval.create(
             tenant=principal.tenant, job=op.job_id, task_version=op.task_version, action=op.action,
@@ -84,8 +123,9 @@ def approve(principal, key, shown_digest, ttl_s=None, note=None, check_content=N
     return approval, True
 
 
-def deny(principal, key, shown_digest, reason, now=None):
-    """Returns (denial, created). Denying needs no read-back: refusing is always safe."""
+def deny(principal, key, shown_digest, reason, now=None, shown_state=None):
+    """Returns (denial, created). Denying needs no read-back: refusing is always safe; but it
+    revokes an unused approval, so one given after the page was shown refuses it (``shown_state``)."""
     principal.require("approver")
     reason = (reason or "").strip()
     if not reason:
@@ -104,6 +144,7 @@ def deny(principal, key, shown_digest, reason, now=None):
         standing = active_denial(op)
         if standing is not None:
             return standing, False
+        _check_still_shown(op, shown_state, now)
         denial = ApprovalDenial.create(tenant=principal.tenant, operation=op.id, job=op.job_id,
                                        content_digest=op.request_hash, reason=reason, denied_by=principal.actor,
                                        created_at=now)
@@ -126,8 +167,7 @@ def waiting(tenant, limit=200):
     now = time.time()
     out = []
     for op in ops:
-        live = (Approval.select().where(*binding_of(op), Approval.expires_at > now).order_by(Approval.id.desc()).first())
-        out.append({"op": op, "approval": live, "denial": active_denial(op)})
+        out.append({"op": op, "approval": _live_approval(op, now), "denial": active_denial(op)})
     return out
 
 

@@ -8,6 +8,11 @@ reports found / absent / undecidable here. The verdict is applied exactly as a r
 answer is a begin answer: found -> `reuse_receipt`, absent -> `dispatch` (a new attempt, SENT
 with the caller's token), undecidable -> `needs_review`.
 
+What the caller sends as evidence is its word, not the ledger's: it is stored whole under
+``evidence.caller_reported``, beside ``source: caller_lookup`` and ``reported_by`` (the runner),
+which the ledger sets. A caller's ``source``, verdict, candidates or n8n execution therefore never
+read as a reconciler's verdict, as candidates the ledger found, or as an execution the ledger saw.
+
 The report is bound to the attempt it looked for. The window it closes:
 
     run 2: begin -> reconcile (attempt 1) -> lookup: absent -> report -> FAILED -> begin: SENT attempt 2
@@ -34,8 +39,8 @@ FOUND, ABSENT, UNDECIDABLE = "found", "absent", "undecidable"
 RESULTS = (FOUND, ABSENT, UNDECIDABLE)
 
 
-def _verdict(result, remote_id, receipt, evidence):
-    evidence = {"source": "caller_lookup", **(evidence or {})}
+def _verdict(result, remote_id, receipt, evidence, reporter):
+    evidence = {"source": "caller_lookup", "reported_by": reporter, "caller_reported": evidence or {}}
     if result == FOUND:
         if remote_id in (None, ""):
             raise ValidationFailed("a found object needs its remote_id", {"field": "remote_id"})
@@ -56,7 +61,7 @@ def report_lookup(principal, key, fencing_token, attempt, result, remote_id=None
     meanwhile, or another attempt is in flight); in the last two nothing changed. ``config`` is the gate's (`gate.GateConfig`).
     """
     op = ops.get_operation(principal.tenant, key)
-    verdict = _verdict(result, remote_id, receipt, evidence)
+    verdict = _verdict(result, remote_id, receipt, evidence, principal.actor)
     if not isinstance(verdict, Found) and attempts.owner_receipts(op):
         # The attempt's own execution reported a remote id after it was fenced out: "absent" from
         # a lookup does not outvote it (a retry would write twice); an editor sees the id.

@@ -18,14 +18,18 @@ _current = ContextVar("durable_n8n_execution", default=None)
 _ID = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 
 
-def _clean(value):
+def clean_id(value):
+    """``value`` if it looks like an n8n id, else None."""
     return value if isinstance(value, str) and _ID.match(value) else None
+
+
+_clean = clean_id
 
 
 def set_execution(execution_id, workflow_id):
     """Remember the caller's n8n execution for this request (invalid ids are dropped, not refused:
     this is provenance for people, never a reason to fail a side effect)."""
-    execution_id, workflow_id = _clean(execution_id), _clean(workflow_id)
+    execution_id, workflow_id = clean_id(execution_id), clean_id(workflow_id)
     _current.set({"execution_id": execution_id, "workflow_id": workflow_id}
                  if execution_id or workflow_id else None)
 

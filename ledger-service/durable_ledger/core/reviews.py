@@ -26,6 +26,7 @@ QUEUE_STATES = (S.UNKNOWN, S.NEEDS_REVIEW)
 def _item(op, job_id):
     """What an editor sees; stored evidence goes through ``redact`` (see core/render.py)."""
     evidence = redact(op.evidence or {})
+    reported = evidence.get("source") == "caller_lookup"
     return {
         "operation_key": op.operation_key,
         "job_id": job_id,
@@ -40,6 +41,7 @@ def _item(op, job_id):
         "reconcile_attempts": op.reconcile_attempts,
         "evidence": {k: v for k, v in evidence.items() if k != "candidates"},
         "candidates": _candidates(evidence.get("candidates") or [], op),
+        "reported_by": (evidence.get("reported_by") or "a runner") if reported else None,
         "updated_at": iso(op.updated_at),
     }
 

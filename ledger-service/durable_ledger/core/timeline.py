@@ -3,7 +3,10 @@
 The timeline is assembled from the append-only records the ledger already keeps: operation
 events (every transition, who, with which token), checkpoints, and the audit log (leases,
 approvals, denials, reviews, halts, refusals, receipts reused). Nothing here writes. Everything
-a caller stored (receipts, errors, event details, checkpoint bodies) is shown through ``redact``.
+a caller stored (receipts, errors, event details, checkpoint bodies) is shown through ``redact``,
+and becomes a link only if it is an http(s) URL (core/links.py). A lookup-result is the caller's
+report, labelled as such; the n8n execution shown is only ever the one the ledger saw (the
+request's X-N8N-Execution-Id, stamped by core/n8n_context.py), never one a caller wrote down.
 """
 
 from peewee import fn
@@ -13,6 +16,8 @@ from . import budgets
 from . import states as S
 from .audit import REFUSAL_PREFIX
 from .jobs import get_job_and_lease
+from .links import http_url
+from .n8n_context import clean_id
 from .render import iso, lease_dict
 from .secrets import redact
 
@@ -22,13 +27,15 @@ UNKNOWNISH = (S.UNKNOWN, S.NEEDS_REVIEW)  # "has unknown": an outcome nobody has
 
 def _n8n(detail):
     n = (detail or {}).get("n8n") if isinstance(detail, dict) else None
-    if isinstance(n, dict) and (n.get("execution_id") or n.get("workflow_id")):
-        return {"execution_id": str(n.get("execution_id") or ""), "workflow_id": str(n.get("workflow_id") or "")}
+    if isinstance(n, dict) and (clean_id(n.get("execution_id")) or clean_id(n.get("workflow_id"))):
+        return {"execution_id": clean_id(n.get("execution_id")) or "", "workflow_id": clean_id(n.get("workflow_id")) or ""}
     return None
 
 
 def _event_text(ev, action):
     d = ev.detail or {}
+    if "reconciled" in d and d.get("source") == "caller_lookup":
+        return f"reported by {ev.actor} via lookup-result: {d['reconciled']} → {ev.to_state}", "reported"
     if "reconciled" in d:
         return f"reconciled with the remote system: {d['reconciled']} → {ev.to_state}", "reconcile"
     if "reconcile_error" in d:
@@ -133,19 +140,21 @@ def n8n_link(base, n8n):
 def _op_row(op):
     receipt = redact(op.receipt or {})
     evidence = op.evidence or {}
-    links = []
+    found = []
     if isinstance(receipt, dict):
-        for label, k in (("open in WordPress", "edit_url"), ("view", "link")):
-            if isinstance(receipt.get(k), str) and receipt[k].startswith(("http://", "https://")):
-                links.append((label, receipt[k]))
+        found += [(label, receipt.get(k)) for label, k in (("open in WordPress", "edit_url"), ("view", "link"))
+                  if receipt.get(k) not in (None, "")]
     for c in evidence.get("candidates") or []:
-        if isinstance(c, dict) and str(c.get("id")) == str(op.remote_id) and isinstance(c.get("edit_url"), str):
-            links.append(("open in WordPress", c["edit_url"]))
+        if isinstance(c, dict) and str(c.get("id")) == str(op.remote_id) and c.get("edit_url") not in (None, ""):
+            found.append(("open in WordPress", c["edit_url"]))
+    links = [(label, http_url(v)) for label, v in found if http_url(v)]
+    unlinked = [(label, str(v)[:300]) for label, v in found if not http_url(v)]
     return {"operation_key": op.operation_key, "action": op.action, "state": op.state, "attempt": op.attempt,
             "max_attempts": op.max_attempts, "fencing_token": op.fencing_token, "target": op.target,
             "remote_id": op.remote_id, "request_hash": op.request_hash, "requires_approval": op.requires_approval,
             "receipt": receipt, "last_error": redact(op.last_error), "reconcile_attempts": op.reconcile_attempts,
-            "links": list(dict.fromkeys(links)), "updated_at": iso(op.updated_at)}
+            "links": list(dict.fromkeys(links)), "unlinked": list(dict.fromkeys(unlinked)),
+            "updated_at": iso(op.updated_at)}
 
 
 def list_jobs(tenant, status=None, phase=None, has_unknown=False, awaiting_approval=False, search=None, page=1):

@@ -34,13 +34,15 @@ from peewee import CharField, DoubleField, IntegerField, Model, SqliteDatabase
 from playhouse.migrate import PostgresqlMigrator, SqliteMigrator, make_index_name, migrate
 
 from ..agent_models import AGENT_MODELS
+from ..console_sessions import SESSION_MODELS
 from ..db import db
 from ..models import ALL_MODELS
 from ..wait_models import WAIT_MODELS
-from . import m0001_baseline, m0002_approval_denials_and_waits, m0003_unambiguous_key_lookups, m0004_attempt_dispatcher
+from . import (m0001_baseline, m0002_approval_denials_and_waits, m0003_unambiguous_key_lookups, m0004_attempt_dispatcher,
+               m0005_console_sessions)
 
 MIGRATIONS = [m0001_baseline, m0002_approval_denials_and_waits, m0003_unambiguous_key_lookups,
-              m0004_attempt_dispatcher]
+              m0004_attempt_dispatcher, m0005_console_sessions]
 HEAD = MIGRATIONS[-1].VERSION
 _PG_LOCK_KEY = 0x6475726C  # "durl": one advisory lock for schema work
 
@@ -58,7 +60,7 @@ class SchemaVersion(Model):
 
 
 def current_models():
-    return ALL_MODELS + AGENT_MODELS + WAIT_MODELS
+    return ALL_MODELS + AGENT_MODELS + WAIT_MODELS + SESSION_MODELS
 
 
 class Schema:
