@@ -609,3 +609,15 @@ def test_console_what_the_ledger_saw_stays_labelled_apart(app, client, tok, shee
     assert re.findall(r"n8n execution #(\d+)", html) == ["123"]  # the header the ledger saw, never the 999 reported
     item = page.get(f"/console/review/item/{quote(sheet_op, safe='')}").get_data(as_text=True)
     assert "Reported by runner:bootstrap-acme-runner via lookup-result" in item
+
+
+def test_console_a_session_ends_at_its_expiry(app, client, tok):
+    from durable_ledger.store.console_sessions import ConsoleSession
+
+    page, _, _ = sign_in(app, "approver-token")
+    assert page.get("/console/approvals").status_code == 200
+    [row] = session_rows()
+    assert 12 * 3600 - 60 < row.expires_at - row.created_at <= 12 * 3600  # DURABLE_CONSOLE_SESSION_TTL_S
+    with db.connection_context():
+        ConsoleSession.update(expires_at=time.time() - 1).execute()
+    assert page.get("/console/approvals").get_data(as_text=True).count('id="token"') == 1
