@@ -80,7 +80,7 @@ def _check_still_shown(op, shown_state, now):
         what = f"it was approved by {approval.approved_by} meanwhile"
     else:
         what = "an earlier decision on it was withdrawn meanwhile"
-    raise DecisionChanged(f"{what}. Reload the page and decide again",
+    raise DecisionChanged(f"{what}. Reload the page and decide again.",
                           {"operation_key": op.operation_key, "shown": shown_state, "current": current})
 
 
