@@ -115,20 +115,24 @@ def cmd_prune(args, cfg):
         print(json.dumps(prune_operations(parse_duration(args.older_than))))
 
 
-def _gunicorn(app_factory, host, port, workers, threads, timeout):
+def _gunicorn(app_factory, args, readahead_bytes, max_body_bytes):
     # Imported here, like the two app factories below: every other command (and the sweep and
     # deliver-approvals processes `serve` starts) would otherwise load gunicorn, Flask, the whole
     # API and the OpenAI SDK first. Measured: `durable-ledger --help` 0.06 s with them lazy,
     # 1.2-1.8 s (80 MB) with them at the top.
     from gunicorn.app.base import BaseApplication
 
+    from .readahead_worker import worker_class
+
     class App(BaseApplication):
         def load_config(self):
-            self.cfg.set("bind", f"{host}:{port}")
-            self.cfg.set("workers", workers)
-            self.cfg.set("threads", threads)
-            self.cfg.set("worker_class", "gthread")
-            self.cfg.set("timeout", timeout)
+            self.cfg.set("bind", f"{args.host}:{args.port}")
+            self.cfg.set("workers", args.workers)
+            self.cfg.set("threads", args.threads)
+            # gthread, reading each request whole before a thread sees it: slow or idle clients
+            # never hold a thread (readahead_worker.py).
+            self.cfg.set("worker_class", worker_class(readahead_bytes, max_body_bytes, args.read_timeout))
+            self.cfg.set("timeout", args.timeout)
             self.cfg.set("keepalive", 30)
             self.cfg.set("accesslog", os.environ.get("DURABLE_ACCESS_LOG") or None)
             self.cfg.set("errorlog", "-")
@@ -157,8 +161,8 @@ def cmd_serve(args, cfg):
     from .api import create_app  # lazy: see _gunicorn
 
     try:
-        _gunicorn(lambda: create_app(cfg, init_schema=False), args.host, args.port, args.workers, args.threads,
-                  args.timeout)
+        _gunicorn(lambda: create_app(cfg, init_schema=False), args, cfg.max_body_bytes,
+                  max(cfg.max_body_bytes, cfg.max_artifact_bytes))
     finally:
         for helper in (sweeper, deliverer):
             if helper is not None:
@@ -169,7 +173,9 @@ def cmd_serve(args, cfg):
 def cmd_proxy_serve(args, cfg):
     from .proxy import create_proxy_app  # lazy: see _gunicorn
 
-    _gunicorn(lambda: create_proxy_app(), args.host, args.port, args.workers, args.threads, args.timeout)
+    # Media arrive as multipart files or base64 JSON: the body cap follows the media cap.
+    media = int(os.environ.get("DURABLE_PROXY_MAX_MEDIA_BYTES", 25 * 2**20))
+    _gunicorn(lambda: create_proxy_app(), args, cfg.max_body_bytes, media * 4 // 3 + 2**20)
 
 
 def _serve_args(p, port):
@@ -178,6 +184,8 @@ def _serve_args(p, port):
     p.add_argument("--workers", type=int, default=int(os.environ.get("DURABLE_WORKERS", "2")))
     p.add_argument("--threads", type=int, default=int(os.environ.get("DURABLE_THREADS", "8")))
     p.add_argument("--timeout", type=int, default=60)
+    p.add_argument("--read-timeout", type=float, default=float(os.environ.get("DURABLE_READ_TIMEOUT", "15")),
+                   help="seconds a request may take to arrive whole (headers and body); default 15")
 
 
 def build_parser():
