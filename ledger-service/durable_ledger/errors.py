@@ -26,6 +26,12 @@ class MalformedJson(LedgerError):
     code, http_status = "malformed_json", 400
 
 
+class UnsupportedMediaType(LedgerError):
+    """A body was sent to a JSON route with a Content-Type other than JSON (a form, a file)."""
+
+    code, http_status = "unsupported_media_type", 415
+
+
 class PayloadTooLarge(LedgerError):
     """The request body (or an uploaded artifact) is larger than the configured limit."""
 

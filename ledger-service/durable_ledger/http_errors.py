@@ -3,6 +3,7 @@
 A leaf of its own, so that the proxy does not load the whole API package to get them.
 """
 
+import json
 import logging
 
 from flask import g, jsonify, request
@@ -18,13 +19,26 @@ COUNTED_REFUSALS = {"stale_fencing_token", "forbidden", "site_not_allowed", "pha
                     "precondition_failed", "secret_in_checkpoint", "unknown_phase", "digest_mismatch",
                     "write_not_dispatched", "fencing_token_not_issued"}
 
+MAX_ERROR_BYTES = 16 * 1024  # an error answer's JSON; details past it are dropped, code and message kept
+
+
+def _bounded(answer):
+    """The schemas list at most 50 field errors (api/schemas.cap_messages); this is the
+    backstop for any other refusal whose details grow with the input."""
+    if len(json.dumps(answer, default=str)) <= MAX_ERROR_BYTES:
+        return answer
+    error = answer["error"]
+    return {"error": {"code": error["code"], "message": str(error["message"])[:1000],
+                      "details": {"details_truncated": True}}}
+
+
 def register_error_handlers(app):
     @app.errorhandler(LedgerError)
     def _ledger_error(exc):
         if exc.code in COUNTED_REFUSALS and "principal" in g:
             record_refusal(g.principal.tenant, None, g.principal.actor, exc.code,
                            {"path": request.path, **{k: v for k, v in exc.details.items() if k != "fields"}})
-        return jsonify(exc.to_dict()), exc.http_status
+        return jsonify(_bounded(exc.to_dict())), exc.http_status
 
     @app.errorhandler(404)
     def _not_found(_exc):

@@ -15,6 +15,7 @@ from ..reconcile.setup import configure as configure_reconcilers
 from ..store.db import bind_request_lifecycle, db, init_database
 from ..store.migrations import create_schema
 from .. import limits
+from ..errors import UnsupportedMediaType
 from . import agents, approvals, console, jobs, operations, review_page, reviews, service, waits
 from .jsonout import StrictJSONProvider
 
@@ -79,11 +80,30 @@ def _configure_console_sessions(app, cfg):
 def _install_request_lifecycle(app):
     """Per request: a database connection, the path and text limits, the n8n provenance."""
     bind_request_lifecycle(app)
+    app.before_request(_require_json_body)  # first: check_request_text reads a form body
     app.url_value_preprocessor(lambda _endpoint, values: limits.check_path_args(values))
     app.before_request(lambda: limits.check_request_text(request))
     # Provenance for the job timeline: which n8n execution made this call (core/n8n_context.py).
     app.before_request(lambda: n8n_context.set_execution(request.headers.get("X-N8N-Execution-Id"),
                                                          request.headers.get("X-N8N-Workflow-Id")))
+
+
+# The route under /v1/ whose body is not JSON: an artifact's bytes, stored as sent.
+RAW_BODY_ENDPOINTS = {"agents.put_artifact"}
+
+
+def _require_json_body():
+    """A body sent to a JSON route is JSON (or says nothing of its type), else 415 before
+    anything reads it: a form's fields would otherwise be skipped and the route would act on
+    defaults (PUT /v1/jobs/x with a form body created a job from nothing)."""
+    if not request.path.startswith("/v1/") or request.endpoint in RAW_BODY_ENDPOINTS:
+        return
+    if not (request.content_length or request.headers.get("Transfer-Encoding")):
+        return
+    mimetype = request.mimetype
+    if mimetype and mimetype != "application/json" and not mimetype.endswith("+json"):
+        raise UnsupportedMediaType(f"this route takes a JSON body (Content-Type: application/json), not {mimetype}",
+                                   {"content_type": mimetype[:100]})
 
 
 def _register_blueprints(app):

@@ -16,6 +16,7 @@ from marshmallow import RAISE, Schema, ValidationError, fields, validate
 
 from ..errors import MalformedJson, ValidationFailed
 from .. import checks, limits
+from . import refusals
 from ..limits import MAX_JOB_COST
 
 _key = validate.Length(min=1, max=255)
@@ -307,10 +308,12 @@ def load(schema_cls, request):
     data = limits.parse_json(raw) if raw.strip() else {}
     if not isinstance(data, dict):
         raise MalformedJson("request body must be a JSON object", {})
+    schema = _instance(schema_cls)
+    refusals.check_counts(schema, data)
     try:
-        body = _instance(schema_cls).load(data)
+        body = schema.load(data)
     except ValidationError as exc:
-        raise ValidationFailed("request validation failed", {"fields": exc.messages}) from exc
+        raise refusals.validation_failed(exc.messages) from exc
     _check_sizes(schema_cls, body)
     if schema_cls is BatchSchema:
         for item in body["confirm"]:
