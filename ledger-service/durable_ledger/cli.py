@@ -9,6 +9,7 @@ import sys
 import time
 
 
+from . import logsetup
 from .agents.cli import register as register_agents
 from .auth import create_token
 from .config import Config
@@ -241,7 +242,7 @@ def build_parser():
 def main(argv=None):
     args = build_parser().parse_args(argv)
     cfg = Config.from_env()
-    logging.basicConfig(level=cfg.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logsetup.configure(cfg.log_level)
     try:
         args.func(args, cfg)
     except ValueError as exc:

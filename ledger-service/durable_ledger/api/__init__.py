@@ -9,12 +9,11 @@ from .. import tracing
 from ..auth import load_bootstrap_tokens
 from ..config import Config
 from ..core import n8n_context
-from ..core.secrets import install_log_redaction
 from ..http_errors import register_error_handlers
 from ..reconcile.setup import configure as configure_reconcilers
 from ..store.db import bind_request_lifecycle, db, init_database
 from ..store.migrations import create_schema
-from .. import limits
+from .. import limits, logsetup
 from ..errors import UnsupportedMediaType
 from . import agents, approvals, console, jobs, operations, review_page, reviews, service, waits
 from .jsonout import StrictJSONProvider
@@ -50,11 +49,7 @@ def create_app(config=None, init_schema=True):
 
 
 def _configure_logging(cfg):
-    logging.basicConfig(level=cfg.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    # peewee logs every statement with its parameters at DEBUG: receipts, payload summaries and
-    # token hashes would reach the log. DURABLE_LOG_LEVEL=DEBUG is for our code, never for SQL.
-    logging.getLogger("peewee").setLevel(max(logging.INFO, logging.getLogger().getEffectiveLevel()))
-    install_log_redaction()
+    logsetup.configure(cfg.log_level)  # peewee and urllib3 kept quieter than DEBUG, records redacted
 
 
 def _prepare_database(cfg, init_schema):

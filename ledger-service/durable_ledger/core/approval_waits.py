@@ -285,6 +285,7 @@ def deliver_one(d, wait, hosts, max_attempts=20, backoff_s=1.0, backoff_max_s=60
         status, text, error = None, None, "resume_host_not_allowed"
         verdict, detail = "give_up", exc.message
     else:
+        log.debug("resuming %s for %s, attempt %d", where, d.operation_key, attempt)  # `where` is redacted
         status, text, error = post(wait.resume_url, {"decision": d.decision, "reason": d.reason,
                                                      "operation_key": d.operation_key}, timeout_s)
         verdict, detail = _classify(status, text), text

@@ -151,6 +151,11 @@ def redact(value):
     return value
 
 
+# In log lines only: a URL's credential-like query parameters (an n8n resume URL's signature).
+_SECRET_QUERY = re.compile(r"([?&](?:signature|sig|token|access_token|api_key|apikey|key|secret)=)[^&\s\"'<>]+",
+                           re.I)
+
+
 class RedactingFilter(logging.Filter):
     """Log records at every level go out with credential-looking substrings redacted.
 
@@ -163,6 +168,8 @@ class RedactingFilter(logging.Filter):
         except Exception:  # noqa: BLE001 - a broken format string is logged as it is
             return True
         redacted = redact_text(message)
+        if _SECRET_QUERY.search(redacted):
+            redacted = _SECRET_QUERY.sub(r"\1" + REDACTED, redacted)
         if redacted is not message:
             record.msg, record.args = redacted, None
         return True
