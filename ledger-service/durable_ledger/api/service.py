@@ -75,13 +75,32 @@ def metrics():
     lines += [f'durable_operations{{state="{state}"}} {n}' for state, n in counts["operations"]]
     lines += ["# HELP durable_jobs Jobs by status.", "# TYPE durable_jobs gauge"]
     lines += [f'durable_jobs{{status="{status}"}} {n}' for status, n in counts["jobs"]]
-    lines += ["# HELP durable_refusals_total Side effects and checkpoints the ledger refused, by code.",
-              "# TYPE durable_refusals_total counter"]
-    lines += [f'durable_refusals_total{{tenant="{t}",code="{code}"}} {n}' for t, code, n in counts["refusals"]]
+    lines += _refusal_lines(counts["refusals"], _metrics_tenant())
     lines += ["# HELP durable_approval_resumes Resume calls of n8n executions waiting for an approval, by state.",
               "# TYPE durable_approval_resumes gauge"]
     lines += [f'durable_approval_resumes{{state="{state}"}} {n}' for state, n in counts["deliveries"]]
     return Response("\n".join(lines) + "\n", mimetype="text/plain; version=0.0.4")
+
+
+def _metrics_tenant():
+    """The tenant whose refusals /metrics may name: an admin token's own. Without one (or with
+    another role) only totals by code: an open /metrics must not list tenants. A wrong token is 401."""
+    raw = bearer_from_header(request.headers.get("Authorization"))
+    if raw is None and not request.headers.get("Authorization"):
+        return None
+    who = authenticate(raw, config().token_cache_ttl_s)
+    return who.tenant if who.role == "admin" else None
+
+
+def _refusal_lines(refusals, tenant):
+    totals = {}
+    for _t, code, n in refusals:
+        totals[code] = totals.get(code, 0) + n
+    lines = ["# HELP durable_refusals_total Side effects and checkpoints the ledger refused, by code"
+             " (by tenant too, for the tenant of an admin token).", "# TYPE durable_refusals_total counter"]
+    lines += [f'durable_refusals_total{{code="{code}"}} {n}' for code, n in sorted(totals.items())]
+    lines += [f'durable_refusals_total{{tenant="{t}",code="{code}"}} {n}' for t, code, n in refusals if t == tenant]
+    return lines
 
 
 @bp.get("/openapi.json")
