@@ -8,6 +8,7 @@ every console request: store/console_sessions.py).
 """
 
 import hashlib
+import re
 import secrets
 import threading
 import time
@@ -85,16 +86,44 @@ def load_bootstrap_tokens(spec):
     return count
 
 
-def revoke_token(raw):
+def revoke_token(raw=None, hash_prefix=None):
+    """Revoke one token, by its value or by a prefix of its stored sha256 (at least 12 hex
+    digits, as `token list` prints it; it must match one live token). Returns how many were
+    revoked: 0 for an unknown or already revoked token. The one place a token is revoked.
+
+    The console sessions it signed in end at once; this process's cache is cleared; other
+    processes (serve's workers) stop accepting it for API calls when their cached entry expires,
+    DURABLE_TOKEN_CACHE_TTL_S (30 s) at most."""
+    if raw is not None:
+        key = hash_token(raw)
+    else:
+        prefix = (hash_prefix or "").strip().lower()
+        if not re.fullmatch(r"[0-9a-f]{12,64}", prefix):
+            raise ValidationFailed("a token hash prefix is 12 to 64 hex digits", {"field": "hash"})
+        live = [t.token_hash for t in ApiToken.select(ApiToken.token_hash)
+                .where(ApiToken.token_hash.startswith(prefix), ApiToken.revoked_at.is_null()).limit(2)]
+        if len(live) > 1:
+            raise ValidationFailed("the hash prefix matches more than one token; give more digits", {"field": "hash"})
+        key = live[0] if live else prefix
     now = time.time()
     n = (
         ApiToken.update(revoked_at=now)
-        .where(ApiToken.token_hash == hash_token(raw), ApiToken.revoked_at.is_null())
+        .where(ApiToken.token_hash == key, ApiToken.revoked_at.is_null())
         .execute()
     )
-    console_sessions.end_for_token(hash_token(raw), now, "token_revoked")
+    console_sessions.end_for_token(key, now, "token_revoked")
     _cache.clear()
     return n
+
+
+def list_tokens(tenant=None):
+    """Every token's description, never its value: id, tenant, role, name, sites, the first 12
+    hex digits of its hash (what `token revoke --hash` takes), created and revoked times."""
+    query = ApiToken.select().order_by(ApiToken.id)
+    if tenant:
+        query = query.where(ApiToken.tenant == tenant)
+    return [{"id": t.id, "tenant": t.tenant, "role": t.role, "name": t.name, "sites": t.sites,
+             "hash": t.token_hash[:12], "created_at": t.created_at, "revoked_at": t.revoked_at} for t in query]
 
 
 class _TokenCache:

@@ -4,6 +4,7 @@ import argparse
 import json
 import logging
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -11,7 +12,7 @@ import time
 
 from . import logsetup
 from .agents.cli import register as register_agents
-from .auth import create_token
+from .auth import create_token, list_tokens, revoke_token
 from .config import Config
 from .core import approval_waits
 from .core.report import job_report
@@ -53,6 +54,39 @@ def cmd_token_create(args, cfg):
         print(create_token(args.tenant, args.role, name=args.name, sites=sites))
 
 
+def cmd_token_revoke(args, cfg):
+    """By value (stdin, or --file: never an argument, which would land in shell history and
+    the process list) or by --hash, the prefix `token list` prints."""
+    _bind(cfg)
+    create_schema()
+    with db.connection_context():
+        if args.hash:
+            try:
+                n = revoke_token(hash_prefix=args.hash)
+            except LedgerError as exc:
+                raise ValueError(exc.message) from exc
+        else:
+            if args.file:
+                with open(args.file, encoding="utf-8") as fh:
+                    raw = fh.readline().strip()
+            else:
+                raw = sys.stdin.readline().strip()
+            if not raw:
+                raise ValueError("no token given: pipe it on stdin, or use --file or --hash")
+            n = revoke_token(raw)
+    if not n:
+        raise ValueError("no live token matches (unknown, or revoked already)")
+    print(json.dumps({"revoked": n}))
+
+
+def cmd_token_list(args, cfg):
+    _bind(cfg)
+    create_schema()
+    with db.connection_context():
+        for row in list_tokens(args.tenant):
+            print(json.dumps(row))
+
+
 def cmd_report(args, cfg):
     _bind(cfg)
     with db.connection_context():
@@ -71,9 +105,8 @@ def cmd_sweep(args, cfg):
         if not args.verbose:
             tally.pop("items")
         print(json.dumps(tally), flush=True)
-        if not args.interval:
+        if not args.interval or not _pause(parse_duration(args.interval)):
             return
-        time.sleep(parse_duration(args.interval))
 
 
 def cmd_deliver_approvals(args, cfg):
@@ -96,10 +129,9 @@ def cmd_deliver_approvals(args, cfg):
             tally = None
         if not interval or (tally and any(tally.values())):
             print(json.dumps(tally), flush=True)
-        if not interval:
+        if not interval or not _pause(interval):
             return
         passes += 1
-        time.sleep(interval)
 
 
 def parse_duration(text):
@@ -145,6 +177,41 @@ def _gunicorn(app_factory, args, readahead_bytes, max_body_bytes):
     App().run()
 
 
+def _helper(argv):
+    """A helper process of `serve` that ends with it, even when the master is SIGKILLed (no
+    `finally` runs then): the kernel sends it SIGTERM when the master dies (Linux), and its
+    loop also leaves when its parent is no longer the one it was started by (other systems,
+    and the window between fork and prctl)."""
+    env = {**os.environ, "DURABLE_SERVE_PID": str(os.getpid())}
+    preexec = None
+    if sys.platform.startswith("linux"):
+        import ctypes  # loaded here, in the parent: the forked child only makes the call
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        preexec = lambda: libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)  # noqa: E731
+    return subprocess.Popen([sys.executable, "-m", "durable_ledger.cli", *argv], env=env, preexec_fn=preexec)
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _parent_alive():
+    """False once the `serve` that started this helper is gone (its children are re-parented)."""
+    expected = os.environ.get("DURABLE_SERVE_PID")
+    return not expected or os.getppid() == int(expected)
+
+
+def _pause(seconds):
+    """Sleep between passes, in slices, leaving early (False) when the parent died."""
+    deadline = time.monotonic() + seconds
+    while _parent_alive():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return True
+        time.sleep(min(left, 0.5))
+    return False
+
+
 def cmd_serve(args, cfg):
     _bind(cfg)
     create_schema()  # once, in the master: workers never do schema work per request
@@ -152,13 +219,11 @@ def cmd_serve(args, cfg):
     sweeper = deliverer = None
     if args.resume_interval and args.resume_interval.strip().lower() not in ("0", "0s", "off", "no"):
         # Resumes n8n executions parked for an approval; a process of its own, like the sweeper.
-        deliverer = subprocess.Popen([sys.executable, "-m", "durable_ledger.cli", "deliver-approvals",
-                                      "--interval", args.resume_interval])
+        deliverer = _helper(["deliver-approvals", "--interval", args.resume_interval])
     if args.sweep_interval:
         # A separate process, not a thread in the gunicorn master: workers are forked from the
         # master, and a forked copy of a live database connection must never be shared.
-        sweeper = subprocess.Popen([sys.executable, "-m", "durable_ledger.cli", "sweep",
-                                    "--interval", args.sweep_interval])
+        sweeper = _helper(["sweep", "--interval", args.sweep_interval])
     from .api import create_app  # lazy: see _gunicorn
 
     try:
@@ -210,6 +275,14 @@ def build_parser():
     create.add_argument("--name")
     create.add_argument("--sites", help="comma-separated WordPress site profiles this token may use (default: all)")
     create.set_defaults(func=cmd_token_create)
+    revoke = token.add_parser("revoke", help="revoke a token: its value on stdin (or --file), or --hash PREFIX")
+    how = revoke.add_mutually_exclusive_group()
+    how.add_argument("--file", help="read the token value from the first line of this file")
+    how.add_argument("--hash", help="the token's hash prefix as `token list` prints it (12+ hex digits)")
+    revoke.set_defaults(func=cmd_token_revoke)
+    tlist = token.add_parser("list", help="list tokens (never their values): id, tenant, role, hash prefix")
+    tlist.add_argument("--tenant")
+    tlist.set_defaults(func=cmd_token_list)
     proxy = sub.add_parser("proxy", help="the WordPress publishing proxy").add_subparsers(dest="proxy_command", required=True)
     pserve = proxy.add_parser("serve", help="run the publishing proxy under gunicorn")
     _serve_args(pserve, 8788)
