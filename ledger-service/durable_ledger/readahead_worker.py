@@ -11,10 +11,12 @@ Here the worker's main loop (the selector gunicorn already runs) reads every req
 without blocking into a buffer of its own, until the headers and the Content-Length body
 (or a chunked body's last chunk) are in; only then does a thread parse it, from that buffer,
 without touching the socket. The buffer is bounded: a body announced larger than
-``max_body_bytes`` is answered 413 at once, a header block larger than ``MAX_HEADER_BYTES``
-goes to gunicorn's parser (which refuses it). A request that is not complete
-``read_timeout`` seconds after its first wait began is answered 408 and closed, so idle and
-stalled connections cost a socket and a buffer, never a thread.
+``max_body_bytes`` is answered 413 at once; one between ``readahead_bytes`` (the JSON body
+limit) and that (an artifact upload, a proxy media upload) goes to a thread after its headers
+and is read there under a socket timeout of ``read_timeout``; a header block larger than
+``MAX_HEADER_BYTES`` goes to gunicorn's parser (which refuses it). A request that is not
+complete ``read_timeout`` seconds after its first wait began is answered 408 and closed, so
+idle and stalled connections cost a socket and a buffer, never a thread.
 
   main loop                          thread pool
   accept / readable -> recv (non-blocking) into conn.pending
@@ -119,6 +121,8 @@ class ReadAheadWorker(ThreadWorker):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        if self.cfg.is_ssl:
+            raise RuntimeError("the read-ahead worker serves plain HTTP; terminate TLS in front of it")
         self.reading = {}  # conn -> deadline; insertion order is deadline order
 
     def accept(self, listener):
