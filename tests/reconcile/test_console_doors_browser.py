@@ -17,7 +17,10 @@ from urllib.parse import quote
 import pytest
 import requests
 from harness import LedgerServer, TENANT
-from test_console_browser import Shots, _navigated, browser  # noqa: F401 - browser is a fixture
+import test_console_browser
+from test_console_browser import Shots, _navigated
+
+browser = test_console_browser.browser  # the Chromium fixture, shared
 
 HOSTILE = ["javascript:alert(1)", "data:text/html,<script>alert(2)</script>", "//evil.example/x", "vbscript:x"]
 HEADERS = ("Content-Security-Policy", "X-Frame-Options", "X-Content-Type-Options", "Referrer-Policy", "Cache-Control")

@@ -14,10 +14,9 @@ from datetime import datetime, timezone
 from flask import current_app
 from marshmallow import RAISE, Schema, ValidationError, fields, validate
 
-from ..errors import MalformedJson, ValidationFailed
+from ..errors import MalformedJson
 from .. import checks, limits
 from . import refusals
-from ..limits import MAX_JOB_COST
 
 _key = validate.Length(min=1, max=255)
 MAX_APPROVAL_HORIZON_S = 100 * 365 * 86400
