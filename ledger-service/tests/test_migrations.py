@@ -29,7 +29,7 @@ CACHE = Path(os.environ.get("DURABLE_RELEASE_CACHE", Path.home() / ".cache" / "d
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent / "durable-ledger"
 EXPECTED_MIGRATIONS = ["0001_baseline_0_1_0", "0002_approval_denials_and_waits", "0003_unambiguous_key_lookups",
-                       "0004_attempt_dispatcher", "0005_console_sessions"]
+                       "0004_attempt_dispatcher", "0005_console_sessions", "0006_operation_field_digests"]
 
 
 @pytest.fixture(scope="session")
@@ -252,3 +252,27 @@ def test_database_made_by_current_code_before_migrations_is_recognised(tmp_path)
     out = json.loads(subprocess.run([str(BIN), "init-db"], env=env, check=True, capture_output=True,
                                     text=True).stdout)
     assert out["applied"] == EXPECTED_MIGRATIONS
+
+
+def test_m0006_adds_field_digests_to_a_version_5_database(fresh_url):
+    """A database at version 5 (operation without `field_digests`, one operation stored) gets the
+    column from m0006 alone; the old row keeps its data and answers a mismatch without names."""
+    from durable_ledger.store.migrations import Schema, SchemaVersion, migrate_schema
+    from durable_ledger.store.models import Job, Operation
+
+    init_database(fresh_url)
+    migrate_schema()
+    with db.connection_context():
+        Schema(db.obj).drop_column("operation", "field_digests")
+        SchemaVersion.delete().where(SchemaVersion.version == 6).execute()
+        job = Job.insert(tenant="acme", job_id="v3", created_at=0, updated_at=0).execute()
+        db.execute_sql("INSERT INTO operation (tenant, operation_key, job_id, task_version, action, request_hash,"
+                       " state, attempt, max_attempts, fencing_token, requires_approval, reconcile_attempts,"
+                       " created_at, updated_at) VALUES ('acme', 'k', %s, 1, 'a', 'd', 'CONFIRMED', 1, 3, 1, %s,"
+                       " 0, 0, 0)".replace("%s", "?" if fresh_url.startswith("sqlite") else "%s"), (job, False))
+    out = migrate_schema()
+    assert out["applied"] == ["0006_operation_field_digests"]
+    with db.connection_context():
+        op = Operation.get()
+        assert (op.operation_key, op.request_hash, op.field_digests) == ("k", "d", None)
+    db.close()

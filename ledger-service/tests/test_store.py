@@ -197,8 +197,9 @@ def test_prepared_statements_keep_the_key_index_as_the_table_grows(job, backend)
         " max_attempts, fencing_token, requires_approval, reconcile_attempts, created_at, updated_at)"
         " SELECT 'acme', 'bulk-' || g, %s, 1, 'bulk', 'd', 'CONFIRMED', 1, 3, 1, false, 0, 0, 0"
         " FROM generate_series(1, 20000) g", (j.id,))
-    begin = db.execute_sql("EXPLAIN EXECUTE durable_begin(%s)" % ", ".join(["%s"] * 13),
-                           ("acme", "store-job", None, "late", True, "d" * 64, token, None, None, 0.0, 3, "r", "{}"))
+    begin = db.execute_sql("EXPLAIN EXECUTE durable_begin(%s)" % ", ".join(["%s"] * 14),
+                           ("acme", "store-job", None, "late", True, "d" * 64, token, None, None, 0.0, 3, "r", "{}",
+                            None))
     confirm = db.execute_sql("EXPLAIN EXECUTE durable_confirm(%s)" % ", ".join(["%s"] * 9),
                              ("acme", "bulk-7", "r", "{}", 0.0, token, "r", "{}", "n8n-7"))
     for plan in ("\n".join(r[0] for r in begin.fetchall()), "\n".join(r[0] for r in confirm.fetchall())):

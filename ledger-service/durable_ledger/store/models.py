@@ -111,6 +111,7 @@ class Operation(BaseModel):
     # The n8n execution that moved the current attempt into SENT (None: a caller without one).
     # A confirm or outcome from another execution does not settle the attempt (core/attempts.py).
     dispatched_by = CharField(max_length=64, null=True)
+    field_digests = JSONText(null=True)  # {top-level field: short digest} of the first payload (m0006)
     created_at = DoubleField()
     updated_at = DoubleField()
 

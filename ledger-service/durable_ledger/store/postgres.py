@@ -65,8 +65,8 @@ _BEGIN = (
     " ins AS (INSERT INTO operation (" + ", ".join(INSERT_COLS) + ")"
     " SELECT $1::text, j.k, j.id, j.task_version, $4::text, $6::text, 'SENT', 1,"
     " COALESCE(NULLIF(trunc((j.budgets::jsonb ->> 'max_attempts')::numeric)::int, 0), $11::int),"
-    " $7::int, $8::text, false, $9::text, 0, $10::float8, $10::float8, ($13::text)::jsonb -> 'n8n' ->> 'execution_id'"
-    " FROM j, live, fence"
+    " $7::int, $8::text, false, $9::text, 0, $10::float8, $10::float8, ($13::text)::jsonb -> 'n8n' ->> 'execution_id',"
+    " $14::text FROM j, live, fence"
     " WHERE $5::bool AND NOT EXISTS (SELECT 1 FROM o)"
     " AND (j.budgets IS NULL OR NOT (j.budgets::jsonb ?| ARRAY['deadline_s', 'max_cost', 'max_tool_calls']))"
     " AND (j.budgets IS NULL OR jsonb_typeof(j.budgets::jsonb) = 'object')"
@@ -94,7 +94,7 @@ _CONFIRM_PREPARED = (
 )
 # Server-side prepared: planning these CTEs costs about as much as running them. Prepared once
 # per pooled connection (a connection that is replaced starts without them).
-_PREPARED = {"durable_begin": (_BEGIN, 13), "durable_confirm": (_CONFIRM_PREPARED, 9)}
+_PREPARED = {"durable_begin": (_BEGIN, 14), "durable_confirm": (_CONFIRM_PREPARED, 9)}
 _prepared_on = weakref.WeakSet()
 
 
@@ -115,7 +115,7 @@ def load_gate(tenant, job_id, operation_key, action, claim):
     params = (tenant, job_id, operation_key, action, c is not None, c.digest if c else None,
               c.token if c else None, c.target if c else None, json_codec.db_value(c.summary) if c else None,
               c.now if c else 0.0, c.default_max_attempts if c else 1, c.actor if c else None,
-              json_codec.db_value(c.detail) if c else None)
+              json_codec.db_value(c.detail) if c else None, json_codec.db_value(c.fields) if c else None)
     row = _execute("durable_begin", params).fetchone()
     if row is None:
         return None, None, None, None, None
@@ -209,7 +209,8 @@ def operation_locked(op_pk):
 # the inserted rows back on a repeated key answered both items dispatch for one row.
 _BEGIN_MANY = (
     "WITH v AS (SELECT * FROM unnest($2::int[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[],"
-    " $8::text[], $9::text[], $14::bool[]) AS v(ord, job_id, key, action, digest, token, target, summary, eligible)),"
+    " $8::text[], $9::text[], $14::bool[],"
+    " $15::text[]) AS v(ord, job_id, key, action, digest, token, target, summary, eligible, fields)),"
     " j AS (SELECT v.*, job.id AS job_pk, job.task_version, job.budgets,"
     " COALESCE(v.key, job.tenant || ':' || job.job_id || ':v' || job.task_version || ':' || v.action) AS k"
     " FROM v JOIN job ON job.tenant = $1::text AND job.job_id = v.job_id),"
@@ -223,7 +224,8 @@ _BEGIN_MANY = (
     " ins AS (INSERT INTO operation (" + ", ".join(INSERT_COLS) + ")"
     " SELECT $1::text, u.k, u.job_pk, u.task_version, u.action, u.digest, 'SENT', 1,"
     " COALESCE(NULLIF(trunc((u.budgets::jsonb ->> 'max_attempts')::numeric)::int, 0), $10::int),"
-    " u.token, u.target, false, u.summary, 0, $11::float8, $11::float8, ($13::text)::jsonb -> 'n8n' ->> 'execution_id'"
+    " u.token, u.target, false, u.summary, 0, $11::float8, $11::float8, ($13::text)::jsonb -> 'n8n' ->> 'execution_id',"
+    " u.fields"
     " FROM u JOIN live ON live.id = u.job_pk JOIN fence ON fence.job_id = u.job_pk AND fence.fencing_token = u.token"
     " WHERE (u.budgets IS NULL OR NOT (u.budgets::jsonb ?| ARRAY['deadline_s', 'max_cost', 'max_tool_calls']))"
     " AND (u.budgets IS NULL OR jsonb_typeof(u.budgets::jsonb) = 'object')"
@@ -251,28 +253,28 @@ _CONFIRM_MANY = (
     " ($9::jsonb || jsonb_build_object('remote_id', remote_id))::text, $7::float8 FROM upd)"
     " SELECT * FROM upd"
 )
-_PREPARED.update({"durable_begin_many": (_BEGIN_MANY, 14), "durable_confirm_many": (_CONFIRM_MANY, 9)})
+_PREPARED.update({"durable_begin_many": (_BEGIN_MANY, 15), "durable_confirm_many": (_CONFIRM_MANY, 9)})
 
 
 def begin_many(tenant, claims, actor, now, detail, default_max_attempts):
     """Claim new operations for ``claims`` [(ord, job_id, key or None, action, digest, token, target,
-    summary, eligible)] in one statement: {ord: operation} for the items claimed. Every item of the
+    summary, eligible, field digests)] in one statement: {ord: operation} for the items claimed. Every item of the
     batch is passed, the ineligible ones (an approval may be needed) too: their keys count when the
     statement looks for keys named twice."""
     cols = list(zip(*claims))
     params = (tenant, list(cols[0]), list(cols[1]), list(cols[2]), list(cols[3]), list(cols[4]), list(cols[5]),
               list(cols[6]), [json_codec.db_value(s) for s in cols[7]], default_max_attempts, now, actor,
-              json_codec.db_value(detail), list(cols[8]))
+              json_codec.db_value(detail), list(cols[8]), [json_codec.db_value(f) for f in cols[9]])
     by_ord = {c[0]: c for c in claims}
     out = {}
     for ord_, op_id, key, job_pk, version, max_attempts in _execute("durable_begin_many", params).fetchall():
-        _o, _job_id, _key, action, digest, token, target, summary, _eligible = by_ord[ord_]
+        _o, _job_id, _key, action, digest, token, target, summary, _eligible, fields = by_ord[ord_]
         out[ord_] = Operation(id=op_id, tenant=tenant, operation_key=key, job=job_pk, task_version=version,
                               action=action, request_hash=digest, state="SENT", attempt=1, max_attempts=max_attempts,
                               retryable=None, fencing_token=token, target=target, requires_approval=False,
                               remote_id=None, receipt=None, last_error=None, request_summary=summary,
                               reconcile_attempts=0, reconciling_until=None, evidence=None, created_at=now,
-                              updated_at=now, dispatched_by=dispatcher(detail))
+                              updated_at=now, dispatched_by=dispatcher(detail), field_digests=fields)
     return out
 
 

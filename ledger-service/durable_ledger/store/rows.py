@@ -15,7 +15,7 @@ _JOB_FIELDS = [Job._meta.columns[c] for c in JOB_COLS]
 _OP_FIELDS = [Operation._meta.columns[c] for c in OP_COLS]
 INSERT_COLS = ["tenant", "operation_key", "job_id", "task_version", "action", "request_hash", "state", "attempt",
                "max_attempts", "fencing_token", "target", "requires_approval", "request_summary",
-               "reconcile_attempts", "created_at", "updated_at", "dispatched_by"]
+               "reconcile_attempts", "created_at", "updated_at", "dispatched_by", "field_digests"]
 EVENT_COLS = "operation_id, job_id, from_state, to_state, actor, fencing_token, detail, created_at"
 
 
@@ -46,12 +46,13 @@ class NewOp:
     summary: dict | None
     now: float
     dispatched_by: str | None = None  # the n8n execution of the claim (a PREPARED row has none)
+    fields: dict | None = None  # per-top-level-field digests (core/gate/mismatch.py)
 
     def values(self, state):
         return [self.tenant, self.key, self.job_pk, self.task_version, self.action, self.digest, state, 1,
                 self.max_attempts, self.token, self.target, bool(self.requires_approval),
                 json_codec.db_value(self.summary), 0, self.now, self.now,
-                self.dispatched_by if state == "SENT" else None]
+                self.dispatched_by if state == "SENT" else None, json_codec.db_value(self.fields)]
 
     def model(self, op_id, state):
         return Operation(id=op_id, tenant=self.tenant, operation_key=self.key, job=self.job_pk,
@@ -60,7 +61,7 @@ class NewOp:
                          target=self.target, requires_approval=bool(self.requires_approval), remote_id=None,
                          receipt=None, last_error=None, request_summary=self.summary, reconcile_attempts=0,
                          reconciling_until=None, evidence=None, created_at=self.now, updated_at=self.now,
-                         dispatched_by=self.dispatched_by if state == "SENT" else None)
+                         dispatched_by=self.dispatched_by if state == "SENT" else None, field_digests=self.fields)
 
 
 @dataclass(frozen=True)
@@ -77,10 +78,11 @@ class ClaimTemplate:
     detail: dict | None
     default_max_attempts: int
     now: float
+    fields: dict | None = None
 
     def new_op(self, key, job, max_attempts):
         return NewOp(job.tenant, key, job.id, job.task_version, self.action, self.digest, self.token, self.target,
-                     False, max_attempts, self.actor, self.summary, self.now, dispatcher(self.detail))
+                     False, max_attempts, self.actor, self.summary, self.now, dispatcher(self.detail), self.fields)
 
 
 @dataclass(frozen=True)

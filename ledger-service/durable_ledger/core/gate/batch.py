@@ -45,5 +45,5 @@ def _claims(reqs):
     be needed); the statement itself leaves alone every key two items name (store/postgres.py)."""
     return [(i, req.job_id, req.operation_key, req.action, req.digest, req.fencing_token, req.target,
              summary(req.payload) if req.payload is not MISSING else None,
-             not approvals.may_need_approval(req.action, req.requires_approval))
+             not approvals.may_need_approval(req.action, req.requires_approval), req.fields)
             for i, req in reqs.items()]

@@ -9,13 +9,14 @@ from typing import Any
 
 from ... import store
 from ...checks import stored_budgets
-from ...errors import ActionMismatch, DigestMismatch, JobMismatch, JobNotFound, TargetMismatch
+from ...errors import ActionMismatch, JobMismatch, JobNotFound, TargetMismatch
 from ...fencing import check_fence
 from .. import approvals
 from .. import states as S
 from ..digest import default_operation_key
 from ..n8n_context import stamp
 from .decide import Facts, OpFacts, exhausted_budget
+from .mismatch import check_digest
 from .request import MISSING
 from .summary import summary
 
@@ -54,16 +55,7 @@ def check_stored(op, job, req):
         raise TargetMismatch(
             "this operation key was first used with another target; send that target, or use a new key",
             {"operation_key": op.operation_key, "field": "target", "stored": op.target, "given": req.target})
-    check_digest(op, req.digest)
-
-
-def check_digest(op, digest):
-    if op.request_hash != digest:
-        raise DigestMismatch(
-            "this operation key was first used with another request; "
-            "use a new key (or bump the task version) for a different request",
-            {"operation_key": op.operation_key, "stored": op.request_hash, "given": digest},
-        )
+    check_digest(op, req.digest, req.fields)
 
 
 def load(principal, req, now):
@@ -96,4 +88,4 @@ def _claim(principal, req, now):
         return None
     return store.ClaimTemplate(req.action, req.digest, req.fencing_token, req.target, principal.actor,
                                summary(req.payload) if req.payload is not MISSING else None, stamp({"attempt": 1}),
-                               req.config.default_max_attempts, now)
+                               req.config.default_max_attempts, now, req.fields)

@@ -26,6 +26,7 @@ class BeginRequest:
     requires_approval: bool = False
     reconcile: bool = True
     config: GateConfig = GateConfig()
+    fields: dict | None = None  # per-top-level-field digests (gate/mismatch.py)
 
 
 @dataclass

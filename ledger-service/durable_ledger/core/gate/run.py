@@ -22,6 +22,7 @@ from ..n8n_context import stamp
 from ..render import iso
 from . import decide as D
 from .facts import check_stored, load, op_facts
+from .mismatch import field_digests
 from .request import MISSING, Answer, BeginRequest, GateConfig
 from .summary import summary
 
@@ -41,7 +42,8 @@ def request(job_id, action, fencing_token, payload=MISSING, request_hash=None, o
         raise DigestMismatch("request_hash is not the digest of the payload sent; send one of them, or both agreeing",
                              {"field": "request_hash", "given": request_hash, "computed": digest})
     return BeginRequest(job_id, action, fencing_token, digest, payload, operation_key, target,
-                        bool(requires_approval), reconcile, config or GateConfig())
+                        bool(requires_approval), reconcile, config or GateConfig(),
+                        field_digests(payload) if payload is not MISSING else None)
 
 
 def begin(principal, job_id, action, fencing_token, **fields):
@@ -132,7 +134,7 @@ def _new_op(principal, req, loaded, now, requires_approval=True):
     max_attempts = stored_budgets(job).get("max_attempts") or req.config.default_max_attempts
     return NewOp(principal.tenant, loaded.key, job.id, job.task_version, req.action, req.digest, req.fencing_token,
                  req.target, requires_approval, max_attempts, principal.actor,
-                 summary(req.payload) if req.payload is not MISSING else None, now)
+                 summary(req.payload) if req.payload is not MISSING else None, now, fields=req.fields)
 
 
 def _spend(principal, job, req, approval):
