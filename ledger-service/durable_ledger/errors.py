@@ -10,6 +10,7 @@ class LedgerError(Exception):
 
     code = "ledger_error"
     http_status = 500
+    recorded = False  # set once the core has written this refusal to the audit log (not again)
 
     def __init__(self, message, details=None):
         super().__init__(message)

@@ -35,7 +35,7 @@ def _bounded(answer):
 def register_error_handlers(app):
     @app.errorhandler(LedgerError)
     def _ledger_error(exc):
-        if exc.code in COUNTED_REFUSALS and "principal" in g:
+        if exc.code in COUNTED_REFUSALS and "principal" in g and not exc.recorded:
             record_refusal(g.principal.tenant, None, g.principal.actor, exc.code,
                            {"path": request.path, **{k: v for k, v in exc.details.items() if k != "fields"}})
         return jsonify(_bounded(exc.to_dict())), exc.http_status

@@ -109,8 +109,9 @@ class LocalLedger(Ledger):
         try:
             yield
         except COUNTED as exc:
-            record_refusal(self.principal.tenant, None, self.principal.actor, exc.code,
-                           {"client": "local", **{k: v for k, v in exc.details.items() if k != "fields"}})
+            if not exc.recorded:
+                record_refusal(self.principal.tenant, None, self.principal.actor, exc.code,
+                               {"client": "local", **{k: v for k, v in exc.details.items() if k != "fields"}})
             raise
         except DataError as exc:  # the driver's message may quote the value: only its class goes on
             raise InvalidValue("a value does not fit the database column it is stored in",

@@ -11,7 +11,10 @@ from ..store.db import write_txn
 from .. import store
 from ..errors import LeaseHeld, LeaseLost, ValidationFailed
 from ..store.models import AuditLog, Lease
+from .audit import record_refusal
 from .jobs import get_job
+from .n8n_context import stamp
+from .render import iso
 
 MAX_TTL_S = 24 * 3600
 
@@ -48,11 +51,7 @@ def acquire_lease(tenant, job_id, owner, ttl_s, takeover=False, actor="system", 
                 return job, lease
             continue
         if live and not takeover:
-            raise LeaseHeld(
-                f"job '{job_id}' is leased by '{lease.owner}' until its expiry; "
-                "wait for it, or take over explicitly",
-                {"owner": lease.owner, "expires_at": lease.expires_at, "fencing_token": lease.fencing_token},
-            )
+            raise _held(tenant, job, lease, owner, actor, now_)
         # Expired, or an explicit takeover: the conditional UPDATE on the old token makes
         # two concurrent takers race for one increment; the loser re-reads and sees a live lease.
         new_token = lease.fencing_token + 1
@@ -67,6 +66,23 @@ def acquire_lease(tenant, job_id, owner, ttl_s, takeover=False, actor="system", 
         if n == 1:
             return job, Lease.get_by_id(lease.id)
     raise LeaseHeld("lease is contended; retry", {})
+
+
+def _held(tenant, job, lease, owner, actor, now):
+    """The refusal of a live lease held by another owner, recorded on the job's timeline. It names
+    the way out (n8n's Start Job option Take Over, the API's ``takeover``) and the expiry as an ISO
+    time; ``expires_at`` stays the epoch number earlier releases answered."""
+    until = iso(lease.expires_at)
+    exc = LeaseHeld(
+        f"job '{job.job_id}' is leased by '{lease.owner}' until {until} ({max(0, round(lease.expires_at - now))} s "
+        "from now); turn on Start Job's option Take Over (API: \"takeover\": true) to take it over (the holder "
+        "is fenced out at its next ledger call), or wait until then",
+        {"owner": lease.owner, "expires_at": lease.expires_at, "expires_at_iso": until,
+         "fencing_token": lease.fencing_token, "option": "takeover"},
+    )
+    record_refusal(tenant, job.id, actor, exc.code, stamp({"owner": lease.owner, "requested_by": owner,
+                                                           "expires_at": lease.expires_at, "reason": exc.message}))
+    return exc
 
 
 def renew_lease(tenant, job_id, owner, fencing_token, ttl_s, now=None):

@@ -56,8 +56,10 @@ def reconcile_operation(op, actor, claim_s=60.0, escalate=True):
         return BUSY, None, Operation.get_by_id(op.id)
     try:
         if reconciler is None:
-            verdict = Undecidable({"detail": f"no reconciler for '{registry.action_kind(op.action, op.target)}'; "
-                                            "an editor must decide"})
+            kind = registry.action_kind(op.action, op.target)
+            # Nothing was asked: the evidence says so, so that no page reports "reconciled".
+            verdict = Undecidable({"detail": f"no reconciler for '{kind}'; nothing was asked; an editor must decide",
+                                   "no_reconciler": kind})
             outcome = NO_RECONCILER
         else:
             verdict = with_kept_receipt(reconciler, op, reconciler.lookup(op))

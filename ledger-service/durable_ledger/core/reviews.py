@@ -43,6 +43,10 @@ def _item(op, job_id):
         "candidates": _candidates(evidence.get("candidates") or [], op),
         "reported_by": (evidence.get("reported_by") or "a runner") if reported else None,
         "updated_at": iso(op.updated_at),
+        # What "confirm" checks: the remote id is looked up through the reconciler, or (none for
+        # this kind) it is recorded as entered, and the form says so.
+        "verifiable": registry.find(op.action, op.target) is not None,
+        "kind": registry.action_kind(op.action, op.target),
     }
 
 

@@ -34,6 +34,9 @@ def _n8n(detail):
 
 def _event_text(ev, action):
     d = ev.detail or {}
+    if d.get("no_reconciler"):
+        return f"no reconciler for {d['no_reconciler']}: the remote system was not asked; an editor decides → " \
+               f"{ev.to_state}", "warn"
     if "reconciled" in d and d.get("source") == "caller_lookup":
         return f"reported by {ev.actor} via lookup-result: {d['reconciled']} → {ev.to_state}", "reported"
     if "reconciled" in d:
@@ -79,7 +82,10 @@ _AUDIT_TEXT = {
 def _audit_text(row):
     d = dict(row.detail or {})
     if row.action.startswith(REFUSAL_PREFIX):
-        return f"refused: {row.action[len(REFUSAL_PREFIX):]}", "refusal"
+        code = row.action[len(REFUSAL_PREFIX):]
+        reason = d.get("reason")
+        return (f"refused: {code}: {reason}" if isinstance(reason, str) and reason and reason != code
+                else f"refused: {code}"), "refusal"
     text, kind = _AUDIT_TEXT.get(row.action, (row.action.replace("_", " "), "job"))
     if "expires_at" in d and isinstance(d["expires_at"], (int, float)):
         d["expires_iso"] = iso(d["expires_at"])

@@ -11,12 +11,13 @@ from dataclasses import replace
 
 from ... import store
 from ...checks import stored_budgets
-from ...errors import DigestMismatch, GateContended, ValidationFailed
+from ...errors import (DigestMismatch, FencingTokenNotIssued, GateContended, LeaseLost, StaleFencingToken,
+                       ValidationFailed)
 from ...fencing import check_fence
 from ...store.rows import NewOp
 from .. import approvals, reconciliation
 from .. import states as S
-from ..audit import audit, record_refusal
+from ..audit import audit, record_refusal, record_refused_call
 from ..digest import request_digest
 from ..n8n_context import stamp
 from ..render import iso
@@ -28,6 +29,9 @@ from .summary import summary
 
 ROUNDS = 4
 LOST_RACE = object()
+# Refusals raised before the decision table (the request does not fit the stored operation or the
+# lease): recorded on the job's timeline, as the table's own refusals are.
+RECORDED = (DigestMismatch, StaleFencingToken, FencingTokenNotIssued, LeaseLost)
 
 
 def request(job_id, action, fencing_token, payload=MISSING, request_hash=None, operation_key=None, target=None,
@@ -54,7 +58,14 @@ def begin(principal, job_id, action, fencing_token, **fields):
 def run(principal, req):
     """The gate for one `BeginRequest`: at most `ROUNDS` rounds of load, decide, act."""
     for _ in range(ROUNDS):
-        answer = decide_round(principal, req)
+        try:
+            answer = decide_round(principal, req)
+        except RECORDED as exc:
+            exc.recorded = record_refused_call(principal.tenant, req.job_id, principal.actor, exc.code, stamp({
+                "action": req.action, "operation_key": exc.details.get("operation_key") or req.operation_key,
+                "reason": exc.message, **{k: exc.details[k] for k in ("fields", "given", "current")
+                                          if k in exc.details}}))
+            raise
         if answer is not LOST_RACE:
             return answer
     raise GateContended("the operation kept changing while the gate decided; send the same begin again",
