@@ -93,6 +93,12 @@ class LeaseLost(LedgerError):
     code, http_status = "lease_lost", 409
 
 
+class TaskVersionLower(LedgerError):
+    """A task version lower than the job's current one was asked for: versions only go up."""
+
+    code, http_status = "task_version_lower", 409
+
+
 class StaleFencingToken(LedgerError):
     """The fencing token is older than the job's current one: a newer holder exists."""
 

@@ -38,8 +38,8 @@ def get_job(job_id):
 @bp.post("/<job_id>/versions")
 def bump_version(job_id):
     who = principal().require("runner")
-    body = schemas.load(schemas.TokenSchema, request)
-    job = jobs.bump_version(who.tenant, job_id, body["fencing_token"], who.actor)
+    body = schemas.load(schemas.VersionSchema, request)
+    job = jobs.bump_version(who.tenant, job_id, body["fencing_token"], who.actor, body["task_version"])
     return jsonify(job_dict(job, jobs.current_lease(job)))
 
 

@@ -42,7 +42,8 @@ def _schema(name):
 ROUTES = [
     ("put", "/v1/jobs/{job_id}", "JobPut", "Create or get a job", "runner"),
     ("get", "/v1/jobs/{job_id}", None, "Read a job", "any"),
-    ("post", "/v1/jobs/{job_id}/versions", "Token", "Bump the task version", "runner"),
+    ("post", "/v1/jobs/{job_id}/versions", "Version", "Start a higher task version (the next, or task_version)",
+     "runner"),
     ("post", "/v1/jobs/{job_id}/lease", "Lease", "Acquire (or take over) the job's lease", "runner"),
     ("post", "/v1/jobs/{job_id}/lease/renew", "LeaseRenew", "Renew the lease", "runner"),
     ("delete", "/v1/jobs/{job_id}/lease", "LeaseRelease", "Release the lease", "runner"),

@@ -143,6 +143,12 @@ class TokenSchema(Strict):
     fencing_token = _token()
 
 
+class VersionSchema(Strict):
+    fencing_token = fields.Integer(required=True, strict=True, validate=_int32())
+    # The version to start; absent: the next one. The current one again is a no-op.
+    task_version = fields.Integer(load_default=None, strict=True, validate=_int32(min=1))
+
+
 class LeaseSchema(Strict):
     owner = SharedStr(checks.OWNER, required=True, validate=_key)
     ttl_s = _number(checks.TTL_S, load_default=None)

@@ -7,7 +7,7 @@ from peewee import IntegrityError
 from .. import store
 from ..fencing import check_fence
 from ..store.db import write_txn
-from ..errors import JobNotFound, ValidationFailed
+from ..errors import JobNotFound, TaskVersionLower, ValidationFailed
 from ..store.models import AuditLog, Job
 from .phases import PIPELINES
 
@@ -70,12 +70,34 @@ def get_job_and_lease(tenant, job_id):
     return job, store.lease_of(job.id)
 
 
-def bump_version(tenant, job_id, fencing_token, actor):
-    job, lease = get_job_and_lease(tenant, job_id)
-    check_fence(lease, fencing_token)
-    now = time.time()
-    with write_txn():
-        Job.update(task_version=Job.task_version + 1, updated_at=now).where(Job.id == job.id).execute()
-        AuditLog.create(tenant=tenant, job=job, actor=actor, action="version_bumped",
-                        detail={"from": job.task_version, "to": job.task_version + 1}, created_at=now)
-    return Job.get_by_id(job.id)
+def bump_version(tenant, job_id, fencing_token, actor, to=None):
+    """Start task version ``to`` of the job (default: the next one), under the current token.
+
+    Default operation keys name the version, so the new version's steps are new operations, and
+    approvals are bound to the version they were given for: none carries over. Asking for the
+    current version again changes nothing (two executions starting the same new version); a
+    lower one is refused (`TaskVersionLower`): versions only go up."""
+    job = get_job(tenant, job_id)
+    while True:
+        now = time.time()
+        with write_txn():
+            # The fence inside the write (the lease row FOR SHARE on PostgreSQL): a takeover between
+            # the check and the update would otherwise let a fenced-out execution change the version.
+            check_fence(store.lease_of(job.id, lock=True), fencing_token)
+            current = Job.select(Job.task_version).where(Job.id == job.id).scalar()
+            target = current + 1 if to is None else to
+            if target < current:
+                raise TaskVersionLower(
+                    f"job '{job_id}' is at task version {current}; version {target} cannot be started again "
+                    f"(versions only go up): set Task Version to {current} or higher, or use a new Job ID",
+                    {"field": "task_version", "given": target, "current": current})
+            if target == current:
+                return Job.get_by_id(job.id)
+            n = (Job.update(task_version=target, updated_at=now)
+                 .where(Job.id == job.id, Job.task_version == current).execute())
+            if n == 1:
+                AuditLog.create(tenant=tenant, job=job, actor=actor, action="version_bumped",
+                                detail={"from": current, "to": target}, created_at=now)
+                return Job.get_by_id(job.id)
+        # another bump committed between our read and our write: decide again on its result
+        to = target
