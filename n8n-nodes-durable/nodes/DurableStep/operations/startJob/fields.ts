@@ -18,7 +18,8 @@ export const startJobFields: INodeProperties[] = [
 		type: 'number',
 		default: 1,
 		typeOptions: { minValue: 1, numberPrecision: 0 },
-		description: 'Version of the goal; used only when the job is created',
+		description:
+			'Version of the goal. Higher than the job\'s: starts that version (its steps run again; approvals of the old version do not carry over). Lower: refused (node version 1.2) or noted in the output.',
 		displayOptions: show('startJob'),
 	},
 	{
@@ -61,9 +62,9 @@ export const startJobFields: INodeProperties[] = [
 				displayName: 'Take Over',
 				name: 'takeover',
 				type: 'boolean',
-				default: false,
+				default: true,
 				description:
-					'Whether to take the lease from another live owner (for example a crashed execution). The old owner gets a stale fencing token and can no longer write.',
+					'Whether to take the lease from another live owner, such as the execution before this one (finished, failed or crashed). The old owner gets a stale fencing token and can no longer write. Off: fail with lease_held while the lease is live. Node version 1.2 takes over when this option is not added.',
 			},
 			{
 				displayName: 'Budgets (JSON)',
