@@ -11,8 +11,8 @@ from dataclasses import replace
 
 from ... import store
 from ...checks import stored_budgets
-from ...errors import (DigestMismatch, FencingTokenNotIssued, GateContended, LeaseLost, StaleFencingToken,
-                       ValidationFailed)
+from ...errors import (ActionMismatch, DigestMismatch, FencingTokenNotIssued, GateContended, JobMismatch, LeaseLost,
+                       StaleFencingToken, TargetMismatch, ValidationFailed)
 from ...fencing import check_fence
 from ...store.rows import NewOp
 from .. import approvals, reconciliation
@@ -31,7 +31,8 @@ ROUNDS = 4
 LOST_RACE = object()
 # Refusals raised before the decision table (the request does not fit the stored operation or the
 # lease): recorded on the job's timeline, as the table's own refusals are.
-RECORDED = (DigestMismatch, StaleFencingToken, FencingTokenNotIssued, LeaseLost)
+RECORDED = (DigestMismatch, ActionMismatch, TargetMismatch, JobMismatch, StaleFencingToken, FencingTokenNotIssued,
+            LeaseLost)
 
 
 def request(job_id, action, fencing_token, payload=MISSING, request_hash=None, operation_key=None, target=None,
