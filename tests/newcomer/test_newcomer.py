@@ -216,7 +216,7 @@ class Server:
         self.log.close()
 
 
-def _sample(remote_url, credential_id, job_id, path):
+def _sample(remote_url, credential_id, job_id, path, task_version=None):
     wf = json.loads(SAMPLE.read_text())
     for node in wf["nodes"]:
         if node["type"] == "n8n-nodes-durable.durableStep":
@@ -225,6 +225,8 @@ def _sample(remote_url, credential_id, job_id, path):
             node["credentials"]["durableLedgerApi"] = {"id": credential_id, "name": "Durable Ledger"}
             if node["parameters"]["operation"] == "startJob":
                 node["parameters"]["jobId"] = job_id
+                if task_version is not None:  # the one field a builder changes to start a new version
+                    node["parameters"]["taskVersion"] = task_version
         if node["type"] == "n8n-nodes-base.httpRequest":
             node["parameters"]["url"] = f"{remote_url}{path}"
     return {k: wf[k] for k in ("name", "nodes", "connections", "settings")} | {"name": f"{wf['name']} ({job_id})"}
@@ -248,6 +250,8 @@ def built(n8n, ledger):
         cred = server.rest("POST", "/credentials", {"name": "Durable Ledger", "type": "durableLedgerApi", "data": data})
         ids = {job: server.rest("POST", "/workflows", _sample(remote.url, cred["id"], job, path))["id"]
                for job, path in (("order-1042", "/invoices"), ("order-1043", "/invoices-hang"))}
+        ids["order-1042 v2"] = server.rest("POST", "/workflows", _sample(remote.url, cred["id"], "order-1042",
+                                                                          "/invoices", task_version=2))["id"]
     finally:
         server.stop()
     return {"remote": remote, "credential_tests": tests, "workflows": ids}
@@ -280,13 +284,6 @@ def _outputs(run, node):
     return [len(items or []) for items in runs[0]["data"]["main"]] if runs else None
 
 
-def _lease_held(output):
-    # LEASE (builder-ledger, issue 24 trap 3): a re-run right after an ended execution is refused
-    # with lease_held while the old lease lives (300 s; Take Over is off by default). Remove this
-    # escape once Start Job takes over from an ended execution: the re-runs below must then pass.
-    return "lease_held" in output
-
-
 def test_credential_test_passes_for_a_runner_and_fails_for_an_approver_saying_why(built):
     runner, approver = built["credential_tests"]["runner"], built["credential_tests"]["approver"]
     assert runner["status"] == "OK", runner
@@ -302,15 +299,21 @@ def test_smallest_gated_workflow_runs_once_then_already_done(n8n, built, ledger)
     assert _outputs(run, "Begin Step") == [1, 0], "first run: Proceed"
     assert _outputs(run, "Record Outcome") == [1], "Done"
     assert remote.count("order-1042") == 1
-    code, run, output = _execute(n8n, wf)
-    if code != 0 and _lease_held(output):
-        pytest.xfail("lease_held on the re-run (issue 24 trap 3, builder-ledger)")
+    code, run, output = _execute(n8n, wf)  # at once: Start Job takes over from the ended execution
     assert code == 0 and run and run["status"] == "success", output[-4000:]
     assert _outputs(run, "Begin Step") == [0, 1], "second run: Already Done"
     assert "Send Invoice" not in run["data"]["resultData"]["runData"]
     assert remote.count("order-1042") == 1, "one side effect for order-1042"
-    # TASK VERSION (builder-ledger): a Start Job with Task Version 2 starts version 2 of the job
-    # here (a new side effect, counted 2), or is refused with a clear error; never ignored.
+    # Task Version 2 in Start Job starts version 2 of the job: its step is a new side effect (new
+    # operation keys), done once however often it runs.
+    v2 = built["workflows"]["order-1042 v2"]
+    for proceed, done_before in ((1, 0), (0, 1)):
+        code, run, output = _execute(n8n, v2)
+        assert code == 0 and run and run["status"] == "success", output[-4000:]
+        assert _outputs(run, "Begin Step") == [proceed, done_before], output[-2000:]
+    first = run["data"]["resultData"]["runData"]["Begin Step"][0]["data"]["main"][1][0]["json"]["durable"]
+    assert ":v2:" in first["operation_key"], first
+    assert remote.count("order-1042") == 2, "version 1 once, version 2 once"
 
 
 def test_killed_mid_request_then_run_again_ends_red_naming_the_console_page(n8n, built, ledger):
@@ -325,8 +328,6 @@ def test_killed_mid_request_then_run_again_ends_red_naming_the_console_page(n8n,
         proc.wait(30)
     assert remote.count("order-1043") == 1
     code, run, output = _execute(n8n, wf)
-    if code != 0 and _lease_held(output):
-        pytest.xfail("lease_held on the re-run after the kill (issue 24 trap 3, builder-ledger)")
     assert code != 0 and run and run["status"] == "error", output[-4000:]
     error = run["data"]["resultData"]["error"]
     text = f"{error.get('message')} {error.get('description')}"
