@@ -7,6 +7,7 @@ from ..core import attempts, gate, lookup
 from ..core import operations as ops
 from ..core.render import event_dict, operation_dict
 from ..errors import InvalidValue, LedgerError
+from ..limits import MAX_JOB_COST
 from . import schemas
 from .answers import answer_dict
 from .context import config, principal
@@ -92,9 +93,9 @@ def _check_cost(who, key, cost):
     if not cost:
         return
     job = ops.get_operation(who.tenant, key).job
-    if job.cost + cost > schemas.MAX_JOB_COST:
-        raise InvalidValue(f"the job's cost total would pass {schemas.MAX_JOB_COST:g}",
-                           {"field": "cost", "job_cost": job.cost, "max_total": schemas.MAX_JOB_COST})
+    if job.cost + cost > MAX_JOB_COST:
+        raise InvalidValue(f"the job's cost total would pass {MAX_JOB_COST:g}",
+                           {"field": "cost", "job_cost": job.cost, "max_total": MAX_JOB_COST})
 
 
 def _op_dict(op):
