@@ -321,6 +321,8 @@ class Model:
         fenced = self.fence(name, token)
         op = self.ops.get(key)
         differs = []
+        if op is not None and not target:
+            target = op.target  # a begin naming no target names none to disagree with: the stored one
         if op is not None:
             differs = [f for f, same in (("digest", op.digest == digest), ("job", op.job == name),
                                          ("action", op.action == action), ("target", op.target == target)) if not same]

@@ -214,7 +214,7 @@ def test_requires_approval_halts_and_records_intent(job, runner):
     assert Operation.get().state == S.PREPARED
     # The same key for another target is refused, never dispatched under the stored row.
     with pytest.raises(Exception) as exc:
-        _begin(runner, job, action="publish", requires_approval=True)
+        _begin(runner, job, action="publish", requires_approval=True, target="site:other")
     assert exc.value.code == "target_mismatch"
     # A live approval bound to this version, action, digest and target lets it dispatch.
     from durable_ledger.core import approvals

@@ -51,7 +51,8 @@ def check_stored(op, job, req):
         raise ActionMismatch(
             f"this operation key was first used for action '{op.action}'; send that action, or use a new key",
             {"operation_key": op.operation_key, "field": "action", "stored": op.action, "given": req.action})
-    if (op.target or None) != (req.target or None):
+    # A begin that names no target names none to disagree with: the stored one applies (below).
+    if req.target and (op.target or None) != req.target:
         raise TargetMismatch(
             "this operation key was first used with another target; send that target, or use a new key",
             {"operation_key": op.operation_key, "field": "target", "stored": op.target, "given": req.target})
@@ -73,7 +74,8 @@ def load(principal, req, now):
                                now) if would_dispatch else None)
     # Raised by the request or the stored row, never lowered by a later request.
     needed = approvals.needs_approval(job, req.action, req.requires_approval or bool(op and op.requires_approval))
-    approval = approvals.find_live(job, req.action, req.digest, req.target, now) if needed and would_dispatch \
+    target = op.target if op is not None else req.target  # the stored row's, once there is one
+    approval = approvals.find_live(job, req.action, req.digest, target, now) if needed and would_dispatch \
         else None
     denial = approvals.active_denial(op, req.digest) if needed and op is not None and approval is None else None
     facts = Facts(job.status, job.halt_reason, budget, op_facts(op), needed, approval is not None,
