@@ -236,7 +236,7 @@ describe('names and order', () => {
 		const op = new DurableStep().description.properties.find((p) => p.name === 'operation');
 		assert.deepEqual(
 			op.options.map((o) => o.name),
-			['Start Job', 'Begin Step', 'Record Outcome', 'Save Checkpoint', 'Wait for Approval', 'Report Lookup', 'Reconcile'],
+			['Start Job', 'Gated HTTP Request', 'Begin Step', 'Record Outcome', 'Save Checkpoint', 'Wait for Approval', 'Report Lookup', 'Reconcile'],
 		);
 		for (const o of op.options) assert.equal(o.action, o.name);
 		assert.equal(op.default, 'beginStep', 'unchanged: saved workflows omit the default');
@@ -244,6 +244,7 @@ describe('names and order', () => {
 		assert.equal(subtitle({ operation: 'startJob' }), 'Start Job');
 		assert.equal(subtitle({ operation: 'beginStep', action: 'send_invoice' }), 'Begin Step: send_invoice');
 		assert.equal(subtitle({ operation: 'recordOutcome' }), 'Record Outcome');
+		assert.equal(subtitle({ operation: 'gatedRequest', action: 'create_order' }), 'Gated HTTP Request: create_order');
 		for (const name of ['Start Job', 'Begin Step', 'Record Outcome']) assert.ok(README.includes(`**${name}**`), name);
 	});
 

@@ -9,7 +9,7 @@ import { NodeOperationError } from 'n8n-workflow';
 export const ATTENTION_VERSION = 1.2;
 
 /** The operations that have a Needs Attention output. */
-export const ATTENTION_OPERATIONS = ['beginStep', 'reportLookup', 'recordOutcome'];
+export const ATTENTION_OPERATIONS = ['beginStep', 'reportLookup', 'recordOutcome', 'gatedRequest', 'gatedSubworkflow'];
 
 export const needsAttentionField: INodeProperties = {
 	displayName: 'Needs Attention',

@@ -1,6 +1,8 @@
 import type { INodeCredentialDescription, INodeProperties } from 'n8n-workflow';
 import { needsAttentionField } from './attention';
 import { beginStepFields } from './operations/beginStep/fields';
+import { gatedActionField } from './operations/gated/fields';
+import { gatedRequestFields } from './operations/gatedRequest/fields';
 import { reconcileFields } from './operations/reconcile/fields';
 import { recordOutcomeFields } from './operations/recordOutcome/fields';
 import { reportLookupFields } from './operations/reportLookup/fields';
@@ -8,9 +10,19 @@ import { saveCheckpointFields } from './operations/saveCheckpoint/fields';
 import { startJobFields } from './operations/startJob/fields';
 import { waitForApprovalFields } from './operations/waitForApproval/fields';
 import { leaseFields, stepFencingTokenField, stepOperationKeyField } from './sharedFields';
-import { CREDENTIAL_NAME } from './transport';
+import { CREDENTIAL_NAME, HTTP_AUTH_CREDENTIAL } from './transport';
 
-export const credentials: INodeCredentialDescription[] = [{ name: CREDENTIAL_NAME, required: true }];
+export const credentials: INodeCredentialDescription[] = [
+	{ name: CREDENTIAL_NAME, required: true },
+	// Gated HTTP Request's remote, when it authenticates with this package's own credential. A
+	// community node may not use n8n's generic credentials (Header Auth, OAuth2...): n8n's
+	// community-node rules refuse credentials of another package.
+	{
+		name: HTTP_AUTH_CREDENTIAL,
+		required: true,
+		displayOptions: { show: { operation: ['gatedRequest'], authentication: [HTTP_AUTH_CREDENTIAL] } },
+	},
+];
 
 /**
  * The operations in the order a workflow uses them (not alphabetical: Start Job comes first).
@@ -23,6 +35,13 @@ export const OPERATION_OPTIONS = [
 		value: 'startJob',
 		description: 'Create or get the job and take its lease (fencing token)',
 		action: 'Start Job',
+	},
+	{
+		name: 'Gated HTTP Request',
+		value: 'gatedRequest',
+		description:
+			'Send an HTTP request exactly once: begin, send, record and route Done / Done Before in one node, with a built-in lookup for unknown outcomes',
+		action: 'Gated HTTP Request',
 	},
 	{
 		name: 'Begin Step',
@@ -77,7 +96,7 @@ export const operationField: INodeProperties = {
 };
 
 /** The node's subtitle: the operation's name, and Begin Step's action ("Begin Step: publish_post"). */
-export const SUBTITLE = `={{ ({${OPERATION_OPTIONS.map((o) => `${o.value}: "${o.name}"`).join(', ')}})[$parameter["operation"]] + ($parameter["operation"] === "beginStep" && $parameter["action"] ? ": " + $parameter["action"] : "") }}`;
+export const SUBTITLE = `={{ ({${OPERATION_OPTIONS.map((o) => `${o.value}: "${o.name}"`).join(', ')}})[$parameter["operation"]] + (["beginStep", "gatedRequest", "gatedSubworkflow"].includes($parameter["operation"]) && $parameter["action"] ? ": " + $parameter["action"] : "") }}`;
 
 /**
  * Every field, in the order the editor shows them (and saved workflows were built with). A
@@ -88,6 +107,8 @@ export const properties: INodeProperties[] = [
 	...startJobFields,
 	...leaseFields, // Begin Step, Save Checkpoint
 	...beginStepFields,
+	gatedActionField,
+	...gatedRequestFields,
 	stepOperationKeyField, // Record Outcome, Report Lookup
 	...reconcileFields,
 	stepFencingTokenField, // Record Outcome, Report Lookup

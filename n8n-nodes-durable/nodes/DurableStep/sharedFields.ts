@@ -25,7 +25,7 @@ export const leaseFields: INodeProperties[] = [
 		required: true,
 		default: DEFAULT_JOB_ID,
 		description: "The job's ID. Defaults to the output of the node named Start Job.",
-		displayOptions: show('beginStep', 'saveCheckpoint'),
+		displayOptions: show('beginStep', 'gatedRequest', 'gatedSubworkflow', 'saveCheckpoint'),
 	},
 	{
 		displayName: 'Fencing Token',
@@ -34,7 +34,7 @@ export const leaseFields: INodeProperties[] = [
 		required: true,
 		default: DEFAULT_FENCING_TOKEN,
 		description: 'The lease token from Start Job. Defaults to the output of the node named Start Job.',
-		displayOptions: show('beginStep', 'saveCheckpoint'),
+		displayOptions: show('beginStep', 'gatedRequest', 'gatedSubworkflow', 'saveCheckpoint'),
 	},
 ];
 

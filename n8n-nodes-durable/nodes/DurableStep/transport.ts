@@ -9,6 +9,9 @@ import { NodeApiError } from 'n8n-workflow';
 
 export const CREDENTIAL_NAME = 'durableLedgerApi';
 
+/** The package's credential for a Gated HTTP Request's remote (header, bearer or basic). */
+export const HTTP_AUTH_CREDENTIAL = 'durableHttpAuthApi';
+
 /** A ledger refusal: the HTTP status plus the `{error: {code, message, details}}` body. */
 export interface LedgerRefusal {
 	status: number;

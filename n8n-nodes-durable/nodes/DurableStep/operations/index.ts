@@ -1,5 +1,6 @@
 import type { DurableOperation } from '../types';
 import { beginStep } from './beginStep/execute';
+import { gatedRequest } from './gatedRequest/execute';
 import { reconcile } from './reconcile/execute';
 import { recordOutcome } from './recordOutcome/execute';
 import { reportLookup } from './reportLookup/execute';
@@ -11,6 +12,7 @@ import { waitForApproval } from './waitForApproval/execute';
 export const OPERATIONS: Record<string, DurableOperation> = {
 	startJob,
 	beginStep,
+	gatedRequest,
 	recordOutcome,
 	saveCheckpoint,
 	reconcile,

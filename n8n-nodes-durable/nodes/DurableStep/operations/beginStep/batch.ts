@@ -10,9 +10,12 @@ import { prepare, type Prepared } from './prepare';
 export const BATCH_SIZE = 100;
 
 /** An item's first begin, fetched for all items at once: its answer, or why it has none. */
-export type BeginSlot = { prepared: Prepared; first: LedgerAnswer } | { error: unknown };
+export type BeginSlot<P extends Prepared = Prepared> = { prepared: P; first: LedgerAnswer } | { error: unknown };
 
 type Ready = { i: number; prepared: Prepared };
+
+/** Reads one item's parameters into its begin (Begin Step's prepare, or a one-node operation's). */
+export type PrepareItem<P extends Prepared> = (ctx: IExecuteFunctions, i: number) => P;
 
 /**
  * Whole-batch refusals that say nothing about the items' own answers: an older ledger without
@@ -39,11 +42,16 @@ async function beginOneByOne(ctx: IExecuteFunctions, chunk: Ready[], slots: Begi
  * Parameters are checked first: without Continue On Fail a bad item stops the node before any
  * request (nothing is begun); with it, only that item fails.
  */
-function prepareAll(ctx: IExecuteFunctions, items: INodeExecutionData[], slots: BeginSlot[]): Ready[] {
+function prepareAll<P extends Prepared>(
+	ctx: IExecuteFunctions,
+	items: INodeExecutionData[],
+	slots: BeginSlot[],
+	prepareItem: PrepareItem<P>,
+): Ready[] {
 	const ready: Ready[] = [];
 	for (let i = 0; i < items.length; i++) {
 		try {
-			ready.push({ i, prepared: prepare(ctx, i) });
+			ready.push({ i, prepared: prepareItem(ctx, i) });
 		} catch (error) {
 			if (!ctx.continueOnFail()) throw asNodeError(ctx, error, i);
 			slots[i] = { error };
@@ -107,12 +115,21 @@ async function beginChunk(ctx: IExecuteFunctions, chunk: Ready[], slots: BeginSl
  * items were already begun (those answered dispatch are SENT in the ledger but were never
  * sent), and the next run reconciles them instead of repeating them.
  */
-export async function beginInBatches(ctx: IExecuteFunctions, items: INodeExecutionData[]): Promise<ItemStep> {
+export async function beginAll<P extends Prepared>(
+	ctx: IExecuteFunctions,
+	items: INodeExecutionData[],
+	prepareItem: PrepareItem<P>,
+): Promise<BeginSlot<P>[]> {
 	const slots: BeginSlot[] = new Array(items.length);
-	const ready = prepareAll(ctx, items, slots);
+	const ready = prepareAll(ctx, items, slots, prepareItem);
 	for (let c = 0; c < ready.length; c += BATCH_SIZE) {
 		await beginChunk(ctx, ready.slice(c, c + BATCH_SIZE), slots);
 	}
+	return slots as BeginSlot<P>[];
+}
+
+export async function beginInBatches(ctx: IExecuteFunctions, items: INodeExecutionData[]): Promise<ItemStep> {
+	const slots = await beginAll(ctx, items, prepare);
 	// Routes one item exactly as the single route would have with the same first answer.
 	return async (stepCtx, i, item) => {
 		const slot = slots[i];

@@ -3,7 +3,7 @@ import { fencingToken, requiredString } from '../../params';
 import { explainOwn } from '../../reasons';
 import { ledgerRequest, operationPath, refusalError, type LedgerRefusal } from '../../transport';
 import { DONE, NEEDS_ATTENTION, PROCEED, type DurableOperation, type StepResult } from '../../types';
-import { outcomeRequest } from './request';
+import { outcomeRequest, type OutcomeRequest } from './request';
 
 /** Why a recorded step is not done (the ledger's outcome answer carries no reason of its own). */
 function notDoneReason(operation: IDataObject, classification: string): string {
@@ -52,17 +52,21 @@ function staleAttention(item: INodeExecutionData, verb: string, key: string, tok
 	return { output: NEEDS_ATTENTION, json: { ...item.json, durable } };
 }
 
-/** Confirm / fail / unknown / outcome for one step; 1.1 routes Done or Needs Attention. */
-export async function recordOutcomeItem(
+/**
+ * Sends one step's outcome (`POST /v1/operations/{key}/{verb}`) and routes the answer: Done for a
+ * confirmed step, Needs Attention otherwise (1.1 and later; version 1 answers on Proceed). Record
+ * Outcome and the one-node operations (operations/gated) share it, so an outcome is read the same
+ * way whichever node reported it.
+ */
+export async function recordAndRoute(
 	ctx: IExecuteFunctions,
 	i: number,
 	item: INodeExecutionData,
+	key: string,
+	token: number,
+	{ verb, body, failure }: OutcomeRequest,
 ): Promise<StepResult> {
-	const key = requiredString(ctx, 'operationKey', i, 'Operation Key');
-	const token = fencingToken(ctx, i);
-	const { verb, body, failure } = outcomeRequest(ctx, i, item, token);
 	const v11 = Number(ctx.getNode().typeVersion ?? 1) >= 1.1;
-
 	const sent = await ledgerRequest(ctx, 'POST', operationPath(key, verb), body, i);
 	if (!sent.ok) {
 		if (v11 && sent.refusal.code === 'stale_fencing_token') return staleAttention(item, verb, key, token, sent.refusal);
@@ -88,6 +92,17 @@ export async function recordOutcomeItem(
 	durable.reason = reason;
 	durable.explanation = explainOwn(reason);
 	return { output: NEEDS_ATTENTION, json };
+}
+
+/** Confirm / fail / unknown / outcome for one step; 1.1 routes Done or Needs Attention. */
+export async function recordOutcomeItem(
+	ctx: IExecuteFunctions,
+	i: number,
+	item: INodeExecutionData,
+): Promise<StepResult> {
+	const key = requiredString(ctx, 'operationKey', i, 'Operation Key');
+	const token = fencingToken(ctx, i);
+	return recordAndRoute(ctx, i, item, key, token, outcomeRequest(ctx, i, item, token));
 }
 
 export const recordOutcome: DurableOperation = { gate: false, start: async () => recordOutcomeItem };

@@ -24,7 +24,7 @@ function confirmBody(ctx: IExecuteFunctions, i: number, token: number): IDataObj
 }
 
 /** Auto on an error item: the facts go to the ledger, which classifies them. */
-function failureRequest(failure: SideEffectFailure, token: number): OutcomeRequest {
+export function failureRequest(failure: SideEffectFailure, token: number): OutcomeRequest {
 	if (failure.errorKind === 'connection_refused') {
 		// The connection was never established: nothing reached the remote, a retry is safe.
 		const body = { fencing_token: token, retryable: true, error: { message: failure.message, kind: 'connection_refused' } };

@@ -1,0 +1,43 @@
+import type { IDataObject, IExecuteFunctions } from 'n8n-workflow';
+import type { SideEffectFailure } from '../recordOutcome/classify';
+import type { Prepared } from '../beginStep/prepare';
+
+/** What the side effect is told about its step: the operation key to stamp, the token it runs under. */
+export interface StepTicket {
+	job_id: string;
+	action: string;
+	operation_key: string;
+	fencing_token: number;
+	attempt: number | null;
+}
+
+/**
+ * What one try of the side effect did: a result to confirm (its remote id and the receipt to
+ * keep), or the facts of a failure for the ledger to classify (definite failure or unknown).
+ */
+export type Performed =
+	| { ok: true; remoteId: string; receipt: IDataObject; json: IDataObject }
+	| { ok: false; failure: SideEffectFailure };
+
+/** A lookup's verdict, as Report Lookup sends it: found (with the object), absent, undecidable. */
+export interface LookUpVerdict {
+	result: 'found' | 'absent' | 'undecidable';
+	remoteId?: string;
+	receipt?: IDataObject;
+	evidence: IDataObject;
+}
+
+/**
+ * A side effect run from inside the node (Gated HTTP Request, Gated Sub-workflow). `perform` is
+ * called only after the ledger answered dispatch for this attempt; `lookUp`, when the builder set
+ * one up, only for an attempt whose outcome the ledger does not know.
+ */
+export interface SideEffect {
+	perform(ctx: IExecuteFunctions, i: number, ticket: StepTicket): Promise<Performed>;
+	lookUp?: (ctx: IExecuteFunctions, i: number, ticket: StepTicket) => Promise<LookUpVerdict>;
+}
+
+/** Begin Step's prepared begin plus the side effect the node runs itself. */
+export interface GatedPrepared extends Prepared {
+	effect: SideEffect;
+}

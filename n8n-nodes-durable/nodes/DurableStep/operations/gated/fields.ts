@@ -1,0 +1,84 @@
+import type { INodeProperties } from 'n8n-workflow';
+import { show } from '../../sharedFields';
+
+/** The one-node operations: each runs its side effect itself between begin and record. */
+export const GATED_OPERATIONS = ['gatedRequest', 'gatedSubworkflow'];
+
+/** Action: the step's name in the job, as Begin Step's. */
+export const gatedActionField: INodeProperties = {
+	displayName: 'Action',
+	name: 'action',
+	type: 'string',
+	required: true,
+	default: '',
+	placeholder: 'create_order',
+	description: 'Name of the side effect, unique within the job (for example create_order, notify:customer)',
+	displayOptions: show(...GATED_OPERATIONS),
+};
+
+/** Receipt: which answer fields become the step's remote id and kept receipt (one copy per operation). */
+export const receiptFields = (operation: string): INodeProperties[] => [
+	{
+		displayName: 'Remote ID Path',
+		name: 'remoteIdPath',
+		type: 'string',
+		default: 'id',
+		description:
+			'Dot path to the ID of what the side effect created, in its answer. The ledger stores it as proof; a later run gets it on Done Before. When the answer has none, the operation key stands for it.',
+		displayOptions: show(operation),
+	},
+	{
+		displayName: 'Receipt Fields',
+		name: 'receiptFields',
+		type: 'string',
+		default: '',
+		description:
+			'Comma-separated dot paths of the answer to keep as the receipt (the Remote ID field always is). A later run outputs them on Done Before, so the next node reads the same fields either way. Secrets in them are redacted like every receipt.',
+		displayOptions: show(operation),
+	},
+];
+
+/** The gate's own options, as Begin Step's (the same names, read by prepare). */
+export function gateOptionsField(operation: string, extra: INodeProperties[]): INodeProperties {
+	return {
+		displayName: 'Gate Options',
+		name: 'gateOptions',
+		type: 'collection',
+		placeholder: 'Add Option',
+		default: {},
+		displayOptions: show(operation),
+		options: ([
+			...extra,
+			{
+				displayName: 'Operation Key',
+				name: 'operationKey',
+				type: 'string',
+				default: '',
+				description: 'Explicit idempotency key. Empty: the ledger uses {tenant}:{job_id}:v{task_version}:{action}.',
+			},
+			{
+				displayName: 'Reconcile Automatically',
+				name: 'autoReconcile',
+				type: 'boolean',
+				default: true,
+				description:
+					'Whether to ask the ledger to reconcile a step whose earlier attempt has no known outcome (when no Look Up is set up), before routing it to Needs Attention',
+			},
+			{
+				displayName: 'Requires Approval',
+				name: 'requiresApproval',
+				type: 'boolean',
+				default: false,
+				description: 'Whether an approver must have approved this exact request first',
+			},
+			{
+				displayName: 'Target',
+				name: 'target',
+				type: 'string',
+				default: '',
+				placeholder: 'billing:prod',
+				description: 'The remote system the side effect writes to (used by the ledger\'s reconciler and approvals)',
+			},
+		] as INodeProperties[]).sort((a, b) => a.displayName.localeCompare(b.displayName)),
+	};
+}

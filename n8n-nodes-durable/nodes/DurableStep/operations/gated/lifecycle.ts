@@ -1,0 +1,123 @@
+import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
+import { asReceipt } from '../../params';
+import { explainOwn } from '../../reasons';
+import { ledgerRequest, operationPath, refusalError, type LedgerAnswer } from '../../transport';
+import { ALREADY_DONE, LOOK_UP, PROCEED, type StepResult } from '../../types';
+import { followUpReconcile } from '../beginStep/followUp';
+import { ROUTED_REFUSALS, attention, refusalToAttention, route } from '../beginStep/route';
+import { recordAndRoute } from '../recordOutcome/execute';
+import { failureRequest, type OutcomeRequest } from '../recordOutcome/request';
+import type { GatedPrepared, LookUpVerdict, Performed, StepTicket } from './effect';
+
+function ticketOf(prepared: GatedPrepared, durable: IDataObject): StepTicket {
+	return {
+		job_id: prepared.req.jobId,
+		action: prepared.req.action,
+		operation_key: String(durable.operation_key ?? ''),
+		fencing_token: prepared.req.token,
+		attempt: typeof durable.attempt === 'number' ? durable.attempt : null,
+	};
+}
+
+/** What the ledger is told about one try: confirm with the remote id, or the failure's facts. */
+function outcomeOf(performed: Performed, token: number): OutcomeRequest {
+	if (!performed.ok) return failureRequest(performed.failure, token);
+	const body = { fencing_token: token, remote_id: performed.remoteId, receipt: asReceipt(performed.receipt) };
+	return { verb: 'confirm', body, failure: null };
+}
+
+/**
+ * Dispatch: the ledger has this attempt as SENT, so the side effect runs now, once, and its
+ * outcome is recorded before the item leaves the node. If n8n dies between the two, the attempt
+ * stays SENT and the next run reconciles it (lookup, reconciler or review), never repeats it.
+ */
+async function performAndRecord(
+	ctx: IExecuteFunctions,
+	i: number,
+	item: INodeExecutionData,
+	prepared: GatedPrepared,
+	durable: IDataObject,
+): Promise<StepResult> {
+	const ticket = ticketOf(prepared, durable);
+	const performed = await prepared.effect.perform(ctx, i, ticket);
+	const answered = { json: performed.ok ? performed.json : item.json, pairedItem: { item: i } };
+	return recordAndRoute(ctx, i, answered, ticket.operation_key, ticket.fencing_token, outcomeOf(performed, ticket.fencing_token));
+}
+
+/** Already Done: the receipt's fields (what a Done item had from the response) plus `durable`. */
+function doneBefore(result: StepResult): StepResult {
+	const durable = result.json.durable as IDataObject;
+	const receipt = (durable.receipt as IDataObject) ?? {};
+	return { output: ALREADY_DONE, json: { ...receipt, durable } };
+}
+
+async function verdictOf(ctx: IExecuteFunctions, i: number, prepared: GatedPrepared, ticket: StepTicket): Promise<LookUpVerdict> {
+	try {
+		return await prepared.effect.lookUp!(ctx, i, ticket);
+	} catch (error) {
+		// A lookup that fails proves nothing: the step goes to review, it is not sent again.
+		return { result: 'undecidable', evidence: { lookup_error: String((error as Error)?.message ?? error) } };
+	}
+}
+
+/**
+ * The built-in Look Up: the same verdict Report Lookup would send, for the attempt the ledger
+ * asked about. Answered like begin: found -> Already Done, absent -> a new attempt is dispatched
+ * (and performed here), undecidable -> Needs Attention.
+ */
+async function lookUpAndReport(
+	ctx: IExecuteFunctions,
+	i: number,
+	item: INodeExecutionData,
+	prepared: GatedPrepared,
+	durable: IDataObject,
+): Promise<StepResult> {
+	const ticket = ticketOf(prepared, durable);
+	const verdict = await verdictOf(ctx, i, prepared, ticket);
+	const body: IDataObject = {
+		fencing_token: ticket.fencing_token,
+		attempt: ticket.attempt,
+		result: verdict.result,
+		evidence: verdict.evidence,
+	};
+	if (verdict.result === 'found') {
+		body.remote_id = verdict.remoteId ?? '';
+		body.receipt = asReceipt(verdict.receipt ?? {});
+	}
+	const answer = await ledgerRequest(ctx, 'POST', operationPath(ticket.operation_key, 'lookup-result'), body, i);
+	if (!answer.ok) {
+		if (ROUTED_REFUSALS.has(answer.refusal.code)) return refusalToAttention(item, prepared.req, answer.refusal);
+		throw refusalError(ctx, answer.refusal, i, `Reporting the lookup of ${ticket.operation_key}`);
+	}
+	const operation = (answer.body.operation as IDataObject) ?? {};
+	const routed =
+		route(item, prepared.req, answer.body) ??
+		attention(item, prepared.req, 'reconcile', 'lookup_not_applied', explainOwn('lookup_not_applied', answer.body.message), operation);
+	(routed.json.durable as IDataObject).lookup = (answer.body.lookup as IDataObject) ?? { result: verdict.result };
+	return routed;
+}
+
+/**
+ * One item of a one-node operation, from the answer to its first begin: Begin Step's routing,
+ * with the side effect, the built-in lookup and the outcome run inside the node. Outputs Done
+ * (performed and confirmed now), Already Done (the receipt of an earlier run) or Needs Attention.
+ */
+export async function runGated(
+	ctx: IExecuteFunctions,
+	i: number,
+	item: INodeExecutionData,
+	prepared: GatedPrepared,
+	first: LedgerAnswer,
+): Promise<StepResult> {
+	if (!first.ok) {
+		if (!ROUTED_REFUSALS.has(first.refusal.code)) {
+			throw refusalError(ctx, first.refusal, i, `Beginning step ${prepared.req.action} of job ${prepared.req.jobId}`);
+		}
+		return refusalToAttention(item, prepared.req, first.refusal);
+	}
+	let result = route(item, prepared.req, first.body) ?? (await followUpReconcile(ctx, i, item, prepared, first.body));
+	if (result.output === LOOK_UP) result = await lookUpAndReport(ctx, i, item, prepared, result.json.durable as IDataObject);
+	if (result.output === PROCEED) return performAndRecord(ctx, i, item, prepared, result.json.durable as IDataObject);
+	if (result.output === ALREADY_DONE) return doneBefore(result);
+	return result;
+}

@@ -1,0 +1,32 @@
+import type { IDataObject, IExecuteFunctions } from 'n8n-workflow';
+import { fencingToken, optionalString, requiredString } from '../../params';
+import type { GatedPrepared, SideEffect } from './effect';
+
+/**
+ * Item i's begin for a one-node operation: Begin Step's body (job, action, payload, token,
+ * approval, key, target) from the shared fields and Gate Options, with the side effect to run.
+ */
+export function prepareGated(ctx: IExecuteFunctions, i: number, payload: IDataObject, effect: SideEffect): GatedPrepared {
+	const jobId = requiredString(ctx, 'jobId', i, 'Job ID');
+	const token = fencingToken(ctx, i);
+	const action = requiredString(ctx, 'action', i, 'Action');
+	const options = ctx.getNodeParameter('gateOptions', i, {}) as IDataObject;
+	const body: IDataObject = {
+		job_id: jobId,
+		action,
+		payload,
+		fencing_token: token,
+		requires_approval: options.requiresApproval === true,
+	};
+	const operationKey = optionalString(options.operationKey);
+	if (operationKey) body.operation_key = operationKey;
+	const target = optionalString(options.target);
+	if (target) body.target = target;
+	return {
+		req: { jobId, action, token, body },
+		operationKey,
+		autoReconcile: options.autoReconcile !== false,
+		lookUp: effect.lookUp !== undefined,
+		effect,
+	};
+}

@@ -1,0 +1,167 @@
+import type { INodeProperties } from 'n8n-workflow';
+import { show } from '../../sharedFields';
+import { gateOptionsField, receiptFields } from '../gated/fields';
+
+const only = (extra: Record<string, unknown[]> = {}) => ({ show: { operation: ['gatedRequest'], ...extra } });
+
+const nameValues = (displayName: string, name: string, condition: Record<string, unknown[]>): INodeProperties => ({
+	displayName,
+	name,
+	type: 'fixedCollection',
+	typeOptions: { multipleValues: true },
+	placeholder: 'Add Parameter',
+	default: { parameters: [{ name: '', value: '' }] },
+	displayOptions: only(condition),
+	options: [
+		{
+			name: 'parameters',
+			displayName: 'Parameter',
+			values: [
+				{ displayName: 'Name', name: 'name', type: 'string', default: '' },
+				{ displayName: 'Value', name: 'value', type: 'string', default: '' },
+			],
+		},
+	],
+});
+
+/** The request itself, as n8n's HTTP Request node names its fields. */
+const requestFields: INodeProperties[] = [
+	{
+		displayName: 'Method',
+		name: 'method',
+		type: 'options',
+		options: [
+			{ name: 'DELETE', value: 'DELETE' },
+			{ name: 'GET', value: 'GET' },
+			{ name: 'PATCH', value: 'PATCH' },
+			{ name: 'POST', value: 'POST' },
+			{ name: 'PUT', value: 'PUT' },
+		],
+		default: 'POST',
+		description: 'The HTTP method of the side effect',
+		displayOptions: show('gatedRequest'),
+	},
+	{
+		displayName: 'URL',
+		name: 'url',
+		type: 'string',
+		required: true,
+		default: '',
+		placeholder: 'https://api.example.com/orders',
+		description: 'The URL to send the request to. It is part of the request digest.',
+		displayOptions: show('gatedRequest'),
+	},
+	{
+		displayName: 'Authentication',
+		name: 'authentication',
+		type: 'options',
+		options: [
+			{ name: 'None', value: 'none' },
+			{
+				name: 'Durable HTTP Auth API',
+				value: 'durableHttpAuthApi',
+				description: "This package's credential: a header, a bearer token or basic auth",
+			},
+			{
+				name: 'Durable Ledger API',
+				value: 'durableLedgerApi',
+				description: "The ledger credential's token (for the publishing proxy)",
+			},
+		],
+		default: 'none',
+		description: 'How the request authenticates with the remote',
+		displayOptions: show('gatedRequest'),
+	},
+	{
+		displayName: 'Send Query Parameters',
+		name: 'sendQuery',
+		type: 'boolean',
+		default: false,
+		displayOptions: show('gatedRequest'),
+	},
+	nameValues('Query Parameters', 'queryParameters', { sendQuery: [true] }),
+	{
+		displayName: 'Send Headers',
+		name: 'sendHeaders',
+		type: 'boolean',
+		default: false,
+		displayOptions: show('gatedRequest'),
+	},
+	nameValues('Header Parameters', 'headerParameters', { sendHeaders: [true] }),
+	{
+		displayName: 'Body',
+		name: 'bodyType',
+		type: 'options',
+		options: [
+			{ name: 'JSON', value: 'json' },
+			{ name: 'Form (URL-Encoded)', value: 'form' },
+			{ name: 'None', value: 'none' },
+		],
+		default: 'json',
+		description: 'What the request sends. The body is part of the request digest: keep it stable (no timestamps).',
+		displayOptions: show('gatedRequest'),
+	},
+	{
+		displayName: 'JSON Body',
+		name: 'jsonBody',
+		type: 'json',
+		default: '{}',
+		description: 'What to send, as JSON text or an expression that returns an object (only business fields: no timestamps)',
+		displayOptions: only({ bodyType: ['json'] }),
+	},
+	nameValues('Form Body', 'formBody', { bodyType: ['form'] }),
+];
+
+/** The built-in lookup for an unknown outcome. */
+const lookUpFields: INodeProperties[] = [
+	{
+		displayName: 'Look Up Unknown Outcomes',
+		name: 'lookUp',
+		type: 'boolean',
+		default: false,
+		description:
+			'Whether to ask the remote when an earlier attempt has no known outcome (timeout, crash): a GET that finds the object by its operation key or a business field. Off: such steps go to Needs Attention and the review queue.',
+		displayOptions: show('gatedRequest'),
+	},
+	{
+		displayName: 'Look Up URL',
+		name: 'lookUpUrl',
+		type: 'string',
+		default: '',
+		required: true,
+		placeholder: 'https://api.example.com/orders?idempotency_key={operation_key}',
+		description:
+			'GET URL that answers the object the request created. {operation_key} is replaced by the step\'s key (URL-encoded). Found: a 2xx answer (or the first element of an array answer) that has the Look Up ID Path. Absent: 404, an empty array, or an answer without it. Anything else: undecidable (review).',
+		displayOptions: only({ lookUp: [true] }),
+	},
+	{
+		displayName: 'Look Up ID Path',
+		name: 'lookUpRemoteIdPath',
+		type: 'string',
+		default: '',
+		description: 'Dot path to the object\'s ID in the lookup\'s answer. Empty: the Remote ID Path.',
+		displayOptions: only({ lookUp: [true] }),
+	},
+];
+
+export const gatedRequestFields: INodeProperties[] = [
+	...requestFields,
+	...receiptFields('gatedRequest'),
+	...lookUpFields,
+	gateOptionsField('gatedRequest', [
+		{
+			displayName: 'Idempotency Header',
+			name: 'idempotencyHeader',
+			type: 'string',
+			default: 'Idempotency-Key',
+			description: 'Header that carries the operation key, so a remote that honours it dedupes too. Empty: no header.',
+		},
+		{
+			displayName: 'Timeout (Ms)',
+			name: 'timeout',
+			type: 'number',
+			default: 30000,
+			description: 'How long to wait for the answer. A timeout is an unknown outcome: the next run looks up or reconciles, it never resends blindly.',
+		},
+	]),
+];
