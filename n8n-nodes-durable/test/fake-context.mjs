@@ -25,6 +25,33 @@ export const RESUMABLE_WAIT = {
 	parameters: { resume: 'webhook', httpMethod: 'POST' },
 };
 
+/** One request as n8n's helpers send it (json or URLSearchParams body), answered like them. */
+async function plainRequest(options) {
+	const headers = { ...(options.headers ?? {}) };
+	let body;
+	if (options.body instanceof URLSearchParams) {
+		headers['Content-Type'] = 'application/x-www-form-urlencoded';
+		body = options.body.toString();
+	} else if (options.body !== undefined) {
+		headers['Content-Type'] = 'application/json';
+		body = JSON.stringify(options.body);
+	}
+	const res = await fetch(options.url, {
+		method: options.method,
+		headers,
+		body,
+		signal: AbortSignal.timeout(options.timeout ?? 30000),
+	});
+	const text = await res.text();
+	let parsed = text;
+	try {
+		parsed = text ? JSON.parse(text) : {};
+	} catch {
+		// leave as text
+	}
+	return { statusCode: res.status, body: parsed, headers: Object.fromEntries(res.headers) };
+}
+
 export function makeContext({
 	items,
 	params,
@@ -70,6 +97,10 @@ export function makeContext({
 			return credentials;
 		},
 		helpers: {
+			// n8n's plain helper, for the remote of a Gated HTTP Request without authentication.
+			async httpRequest(options) {
+				return plainRequest(options);
+			},
 			async httpRequestWithAuthentication(credentialName, options) {
 				const creds = await ctx.getCredentials(credentialName);
 				const headers = { ...(options.headers ?? {}), Authorization: `Bearer ${creds.token}` };

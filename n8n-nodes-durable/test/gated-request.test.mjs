@@ -1,0 +1,212 @@
+// Gated HTTP Request against a REAL ledger and a local remote that counts what it committed.
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import { after, before, describe, test } from 'node:test';
+import { runNode } from './fake-context.mjs';
+import { RUNNER_TOKEN, startLedger } from './ledger.mjs';
+
+let ledger;
+let creds;
+let remote;
+let seq = 0;
+const uniqueJob = (name) => `${name}-${process.pid}-${++seq}`;
+
+/**
+ * POST /orders/<mode>: commits the order (stored by its Idempotency-Key) unless the mode says it
+ * fails first, then answers as the mode says: ok 201, after500 (committed, then 500), hang
+ * (committed, no answer in time), reject422 (nothing committed), flaky500 (the first
+ * try of a key fails with 500 before committing, later ones commit). GET /orders?key=K: the orders
+ * committed under key K, as a list.
+ */
+function startRemote() {
+	const state = { commits: [], requests: [] };
+	const server = http.createServer((req, res) => {
+		let raw = '';
+		req.on('data', (c) => (raw += c));
+		req.on('end', () => {
+			const url = new URL(req.url, 'http://x');
+			const answer = (status, body) => {
+				res.writeHead(status, { 'Content-Type': 'application/json' });
+				res.end(JSON.stringify(body));
+			};
+			state.requests.push({ method: req.method, path: url.pathname, headers: req.headers, raw });
+			if (req.method === 'GET') {
+				const key = url.searchParams.get('key');
+				return answer(200, state.commits.filter((c) => c.key === key).map((c) => ({ id: c.id, number: c.number })));
+			}
+			const mode = url.pathname.split('/')[2] ?? 'ok';
+			if (mode === 'reject422') return answer(422, { error: 'bad order' });
+			const firstTry = !state.requests.slice(0, -1).some((r) => r.headers['idempotency-key'] === req.headers['idempotency-key']);
+			if (mode === 'flaky500' && firstTry) return answer(500, { error: 'failed before committing' });
+			const order = { id: `ord-${state.commits.length + 1}`, key: req.headers['idempotency-key'], number: 7, body: raw };
+			state.commits.push(order);
+			if (mode === 'after500') return answer(500, { error: 'committed, then failed' });
+			if (mode === 'hang') return setTimeout(() => answer(201, order), 1500);
+			return answer(201, { id: order.id, number: order.number, link: `https://shop.test/o/${order.id}`, secret_token: 'x' });
+		});
+	});
+	return new Promise((resolve) =>
+		server.listen(0, '127.0.0.1', () => resolve({ state, url: `http://127.0.0.1:${server.address().port}`, close: () => server.close() })),
+	);
+}
+
+before(async () => {
+	ledger = await startLedger();
+	remote = await startRemote();
+	creds = { baseUrl: `${ledger.url}/`, token: RUNNER_TOKEN };
+});
+after(async () => {
+	remote?.close();
+	await ledger?.stop();
+});
+
+async function startJob(jobId) {
+	const { out } = await runNode({
+		items: [{ json: {} }],
+		credentials: creds,
+		nodeVersion: 1.2,
+		params: { operation: 'startJob', jobId, taskVersion: 1, pipeline: 'generic', owner: 'exec-A', startOptions: {} },
+	});
+	return out[0][0].json;
+}
+
+function gatedParams(job, mode, extra = {}) {
+	return {
+		operation: 'gatedRequest',
+		jobId: job.job_id,
+		fencingToken: job.fencing_token,
+		action: 'create_order',
+		method: 'POST',
+		url: `${remote.url}/orders/${mode}`,
+		authentication: 'none',
+		bodyType: 'json',
+		jsonBody: (i, item) => ({ order: item.json.order ?? 7 }),
+		remoteIdPath: 'id',
+		receiptFields: 'link, number',
+		lookUp: false,
+		gateOptions: { timeout: 500 },
+		needsAttention: 'route',
+		...extra,
+	};
+}
+
+/** One execution of the node: Start Job (a takeover, as every new n8n execution) then the request. */
+async function run(jobId, mode, extra = {}, items = [{ json: { order: 7 } }]) {
+	const job = await startJob(jobId);
+	const { out } = await runNode({ items, credentials: creds, nodeVersion: 1.2, params: gatedParams(job, mode, extra) });
+	return out.map((o) => o.map((x) => x.json));
+}
+
+const committed = (jobId) => remote.state.commits.filter((c) => c.key?.includes(`:${jobId}:`)).length;
+const lookUpOptions = () => ({ lookUp: true, lookUpUrl: `${remote.url}/orders?key={operation_key}`, lookUpRemoteIdPath: 'id' });
+
+describe('gated http request', () => {
+	test('sends_once_with_the_operation_key_and_a_rerun_is_done_before_with_the_receipt', async () => {
+		const jobId = uniqueJob('gr-once');
+		const [done, before, attention] = await run(jobId, 'ok');
+		assert.equal(done.length, 1);
+		assert.equal(done[0].id, 'ord-' + remote.state.commits.length);
+		assert.equal(done[0].durable.state, 'CONFIRMED');
+		const key = done[0].durable.operation_key;
+		const sent = remote.state.requests.filter((r) => r.method === 'POST' && r.headers['idempotency-key'] === key);
+		assert.equal(sent.length, 1);
+		assert.deepEqual(JSON.parse(sent[0].raw), { order: 7 });
+		assert.deepEqual([before.length, attention.length], [0, 0]);
+
+		const [done2, before2] = await run(jobId, 'ok');
+		assert.equal(done2.length, 0);
+		assert.equal(before2[0].id, done[0].id, 'Done Before reads like Done for the receipt fields');
+		assert.equal(before2[0].link, done[0].link);
+		assert.equal(before2[0].durable.remote_id, done[0].id);
+		assert.equal(before2[0].secret_token, undefined, 'only the chosen fields are kept');
+		assert.equal(committed(jobId), 1);
+	});
+
+	test('a_500_after_the_commit_is_unknown_and_the_lookup_finds_it_without_a_second_write', async () => {
+		const jobId = uniqueJob('gr-500');
+		const [done, , attention] = await run(jobId, 'after500', lookUpOptions());
+		assert.equal(done.length, 0);
+		assert.equal(attention[0].durable.state, 'UNKNOWN');
+		assert.equal(attention[0].durable.reason, 'outcome_unknown');
+		const [done2, before2, attention2] = await run(jobId, 'after500', lookUpOptions());
+		assert.deepEqual([done2.length, attention2.length], [0, 0], JSON.stringify(attention2));
+		assert.equal(before2[0].durable.remote_id, remote.state.commits.find((c) => c.key === attention[0].durable.operation_key).id);
+		assert.equal(before2[0].durable.lookup.verdict, 'found');
+		assert.equal(committed(jobId), 1);
+	});
+
+	test('a_timeout_after_the_commit_is_looked_up_and_never_resent', async () => {
+		const jobId = uniqueJob('gr-hang');
+		const [, , attention] = await run(jobId, 'hang', lookUpOptions());
+		assert.equal(attention[0].durable.side_effect_error.errorKind, 'timeout');
+		const [, before2] = await run(jobId, 'hang', lookUpOptions());
+		assert.equal(before2.length, 1);
+		assert.equal(committed(jobId), 1);
+	});
+
+	test('without_a_lookup_an_unknown_outcome_stays_attention_and_is_not_resent', async () => {
+		const jobId = uniqueJob('gr-nolookup');
+		await run(jobId, 'after500');
+		const [done2, before2, attention2] = await run(jobId, 'after500');
+		assert.deepEqual([done2.length, before2.length, attention2.length], [0, 0, 1]);
+		assert.equal(committed(jobId), 1);
+	});
+
+	test('a_lookup_that_proves_absence_sends_the_next_attempt_in_the_same_node', async () => {
+		const jobId = uniqueJob('gr-absent');
+		// The remote refuses with 500 before committing anything: unknown to the ledger, absent at the remote.
+		const [, , attention] = await run(jobId, 'flaky500', lookUpOptions());
+		assert.equal(attention[0].durable.state, 'UNKNOWN', 'a 500 says nothing about the write');
+		assert.equal(committed(jobId), 0);
+		const [done2] = await run(jobId, 'flaky500', lookUpOptions());
+		assert.equal(done2.length, 1, 'absent: dispatched again and confirmed in one node');
+		assert.equal(done2[0].durable.attempt, 2);
+		assert.equal(committed(jobId), 1);
+	});
+
+	test('a_422_is_a_definite_failure_and_the_next_run_tries_again', async () => {
+		const jobId = uniqueJob('gr-422');
+		const [, , attention] = await run(jobId, 'reject422');
+		assert.equal(attention[0].durable.state, 'FAILED');
+		assert.equal(committed(jobId), 0);
+		// A provable failure is retried by the next run (within max_attempts): a new attempt.
+		const [done2, , attention2] = await run(jobId, 'reject422');
+		assert.deepEqual([done2.length, attention2[0].durable.reason, attention2[0].durable.attempt], [0, 'failed', 2]);
+		// The URL is part of the request's digest: the same step sent elsewhere is refused.
+		const [, , moved] = await run(jobId, 'ok');
+		assert.equal(moved[0].durable.reason, 'digest_mismatch');
+		assert.equal(committed(jobId), 0);
+	});
+
+	test('a_changed_request_is_refused_before_anything_is_sent', async () => {
+		const jobId = uniqueJob('gr-digest');
+		await run(jobId, 'ok');
+		const before = remote.state.requests.length;
+		const [, , attention] = await run(jobId, 'ok', { jsonBody: () => ({ order: 8 }) });
+		assert.equal(attention[0].durable.reason, 'digest_mismatch');
+		assert.equal(remote.state.requests.length, before, 'nothing reached the remote');
+	});
+
+	test('many_items_begin_in_one_batch_and_each_is_sent_once', async () => {
+		const jobId = uniqueJob('gr-batch');
+		const items = [1, 2, 3].map((n) => ({ json: { order: n } }));
+		const perItem = { action: (i) => `create_order:${i + 1}` };
+		const [done] = await run(jobId, 'ok', perItem, items);
+		assert.equal(done.length, 3);
+		const [done2, before2] = await run(jobId, 'ok', perItem, items);
+		assert.deepEqual([done2.length, before2.length], [0, 3]);
+		assert.equal(committed(jobId), 3);
+	});
+
+	test('by_default_attention_fails_the_execution_with_the_reason', async () => {
+		const jobId = uniqueJob('gr-fail');
+		await assert.rejects(run(jobId, 'after500', { needsAttention: undefined }), /outcome_unknown/);
+		assert.equal(committed(jobId), 1);
+	});
+
+	test('a_bad_url_is_a_clear_error_and_nothing_is_begun', async () => {
+		const jobId = uniqueJob('gr-badurl');
+		await assert.rejects(run(jobId, 'ok', { url: 'ftp://x/y' }), /"URL" must be an http/);
+		await assert.rejects(run(jobId, 'ok', { url: 'not a url' }), /"URL" is not a valid URL/);
+	});
+});
