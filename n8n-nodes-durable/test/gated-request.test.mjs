@@ -60,12 +60,12 @@ after(async () => {
 	await ledger?.stop();
 });
 
-async function startJob(jobId) {
+async function startJob(jobId, owner = 'exec-A') {
 	const { out } = await runNode({
 		items: [{ json: {} }],
 		credentials: creds,
 		nodeVersion: 1.2,
-		params: { operation: 'startJob', jobId, taskVersion: 1, pipeline: 'generic', owner: 'exec-A', startOptions: {} },
+		params: { operation: 'startJob', jobId, taskVersion: 1, pipeline: 'generic', owner, startOptions: {} },
 	});
 	return out[0][0].json;
 }
@@ -91,8 +91,8 @@ function gatedParams(job, mode, extra = {}) {
 }
 
 /** One execution of the node: Start Job (a takeover, as every new n8n execution) then the request. */
-async function run(jobId, mode, extra = {}, items = [{ json: { order: 7 } }]) {
-	const job = await startJob(jobId);
+async function run(jobId, mode, extra = {}, items = [{ json: { order: 7 } }], owner = 'exec-A') {
+	const job = await startJob(jobId, owner);
 	const { out } = await runNode({ items, credentials: creds, nodeVersion: 1.2, params: gatedParams(job, mode, extra) });
 	return out.map((o) => o.map((x) => x.json));
 }
@@ -202,6 +202,23 @@ describe('gated http request', () => {
 		const jobId = uniqueJob('gr-fail');
 		await assert.rejects(run(jobId, 'after500', { needsAttention: undefined }), /outcome_unknown/);
 		assert.equal(committed(jobId), 1);
+	});
+
+	test('the_step_ticket_goes_into_the_body_as_sent_but_not_into_the_digest', async () => {
+		const jobId = uniqueJob('gr-ticket');
+		const options = { gateOptions: { timeout: 500, ticketInBody: true } };
+		const [done] = await run(jobId, 'ok', options);
+		const sent = remote.state.requests.filter((r) => r.headers['idempotency-key'] === done[0].durable.operation_key);
+		assert.deepEqual(JSON.parse(sent[0].raw), {
+			order: 7,
+			operation_key: done[0].durable.operation_key,
+			job_id: jobId,
+			fencing_token: done[0].durable.fencing_token,
+		});
+		// Another execution takes the job over with a new fencing token: the same step, Done Before.
+		const [done2, before2] = await run(jobId, 'ok', options, undefined, 'exec-B');
+		assert.deepEqual([done2.length, before2.length], [0, 1]);
+		assert.notEqual(before2[0].durable.fencing_token, done[0].durable.fencing_token);
 	});
 
 	test('a_bad_url_is_a_clear_error_and_nothing_is_begun', async () => {

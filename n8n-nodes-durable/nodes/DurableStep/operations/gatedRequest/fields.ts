@@ -150,6 +150,14 @@ export const gatedRequestFields: INodeProperties[] = [
 	...lookUpFields,
 	gateOptionsField('gatedRequest', [
 		{
+			displayName: 'Add Step Ticket to Body',
+			name: 'ticketInBody',
+			type: 'boolean',
+			default: false,
+			description:
+				'Whether to add operation_key, job_id and fencing_token to the body as sent (for a remote that checks the ledger itself, such as the publishing proxy). They are not part of the digest.',
+		},
+		{
 			displayName: 'Idempotency Header',
 			name: 'idempotencyHeader',
 			type: 'string',

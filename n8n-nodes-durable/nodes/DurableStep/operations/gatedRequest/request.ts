@@ -12,6 +12,8 @@ export interface HttpCall {
 	timeout: number;
 	authentication: string;
 	idempotencyHeader: string;
+	/** Whether the step's ticket (operation_key, job_id, fencing_token) is added to the body as sent. */
+	ticketInBody: boolean;
 }
 
 const METHODS = ['DELETE', 'GET', 'PATCH', 'POST', 'PUT'];
@@ -76,13 +78,15 @@ export function readCall(ctx: IExecuteFunctions, i: number): HttpCall {
 		timeout: Number.isFinite(timeout) && timeout > 0 ? timeout : 30000,
 		authentication: String(ctx.getNodeParameter('authentication', i, 'none')),
 		idempotencyHeader: optionalString(options.idempotencyHeader ?? 'Idempotency-Key') ?? '',
+		ticketInBody: options.ticketInBody === true,
 	};
 }
 
 /**
  * What the ledger digests: the request as sent (method, URL with its query, body), never the
  * input item, so nothing volatile (a timestamp, the fencing token) can make a re-run differ.
- * Headers are left out: they carry credentials, and the operation key itself.
+ * Headers are left out: they carry credentials, and the operation key itself. So is the ticket
+ * added with "Add Step Ticket to Body": the fencing token changes with every run.
  */
 export function digestPayload(call: HttpCall): IDataObject {
 	return { method: call.method, url: call.url, body: (call.body ?? null) as IDataObject };

@@ -17,14 +17,28 @@ async function exchange(ctx: IExecuteFunctions, authentication: string, options:
 	return { status: Number(response.statusCode), body: parsed(response.body) };
 }
 
+/**
+ * The body as sent: with "Add Step Ticket to Body", plus the ticket fields a remote that checks
+ * the ledger itself needs (the publishing proxy: operation_key, job_id, fencing_token). Added
+ * after the digest was taken, so that a new run's token does not change the step's payload.
+ */
+function withTicket(call: HttpCall, ticket: StepTicket): unknown {
+	const body = call.body;
+	if (!call.ticketInBody || !body || typeof body !== 'object' || Array.isArray(body)) return body;
+	const fields = { operation_key: ticket.operation_key, job_id: ticket.job_id, fencing_token: ticket.fencing_token };
+	if (call.bodyType === 'form') return { ...(body as IDataObject), ...Object.fromEntries(Object.entries(fields).map(([k, v]) => [k, String(v)])) };
+	return { ...(body as IDataObject), ...fields };
+}
+
 function requestOptions(call: HttpCall, ticket: StepTicket): IHttpRequestOptions {
 	const headers: IDataObject = { Accept: 'application/json', ...call.headers };
 	// The key is the step's, not the item's: a remote that honours the header dedupes a repeat too.
 	if (call.idempotencyHeader) headers[call.idempotencyHeader] = ticket.operation_key;
 	const options: IHttpRequestOptions = { method: call.method, url: call.url, headers, timeout: call.timeout, json: true };
-	if (call.bodyType === 'json') options.body = call.body as IDataObject;
+	const body = withTicket(call, ticket);
+	if (call.bodyType === 'json') options.body = body as IDataObject;
 	if (call.bodyType === 'form') {
-		options.body = new URLSearchParams(call.body as Record<string, string>);
+		options.body = new URLSearchParams(body as Record<string, string>);
 		options.json = false;
 	}
 	return options;
