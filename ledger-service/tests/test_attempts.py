@@ -244,3 +244,24 @@ def test_attempts_every_claim_records_its_execution(client):
         "job_id": "a1", "action": "order-0", "payload": {"i": 0}, "fencing_token": tok}).get_json()
     assert (out["decision"], out["operation"]["attempt"], out["operation"]["dispatched_by"]) == ("dispatch", 2, "41")
     assert confirm(client, key, tok, "o-0", n8n(40)).get_json()["reason"] == "execution_mismatch"
+
+
+def test_attempts_a_fenced_out_outcome_on_a_settled_step_is_stale_not_invalid_transition(client):
+    """A frozen worker wakes after the new owner settled the step (queue mode, SIGSTOP past the
+    lock): its late timeout must read as what happened, the job was taken over, and its report is
+    kept as evidence; only a current owner hears invalid_transition."""
+    tok_a = lease(client, owner="worker-1")
+    key = begin(client, tok_a, n8n(30))["operation"]["operation_key"]
+    tok_b = lease(client, owner="worker-2", takeover=True)
+    r = client.post(f"/v1/operations/{quote(key, safe='')}/lookup-result", headers=n8n(31),
+                    json={"fencing_token": tok_b, "attempt": 1, "result": "found", "remote_id": "order-1",
+                          "receipt": {}, "evidence": {}})
+    assert r.get_json()["operation"]["state"] == "CONFIRMED", r.get_json()
+    late = client.post(f"/v1/operations/{quote(key, safe='')}/unknown", headers=n8n(30),
+                       json={"fencing_token": tok_a, "error": {"message": "timeout"}})
+    assert (late.status_code, late.get_json()["error"]["code"]) == (409, "stale_fencing_token"), late.get_json()
+    own = client.post(f"/v1/operations/{quote(key, safe='')}/unknown", headers=n8n(31),
+                      json={"fencing_token": tok_b, "error": {"message": "timeout"}})
+    assert (own.status_code, own.get_json()["error"]["code"]) == (409, "invalid_transition"), own.get_json()
+    evs = events(client, key)
+    assert [e["to_state"] for e in evs if e["to_state"] in ("CONFIRMED", "UNKNOWN")] == ["CONFIRMED"]

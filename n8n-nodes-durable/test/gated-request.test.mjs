@@ -16,7 +16,7 @@ const uniqueJob = (name) => `${name}-${process.pid}-${++seq}`;
  * fails first, then answers as the mode says: ok 201, after500 (committed, then 500), hang
  * (committed, no answer in time), reject422 (nothing committed), flaky500 (the first
  * try of a key fails with 500 before committing, later ones commit). GET /orders?key=K: the orders
- * committed under key K, as a list.
+ * committed under key K, as a list; GET /orders-flaky?key=K the same, but 503 the first time per key.
  */
 function startRemote() {
 	const state = { commits: [], requests: [] };
@@ -32,6 +32,9 @@ function startRemote() {
 			state.requests.push({ method: req.method, path: url.pathname, headers: req.headers, raw });
 			if (req.method === 'GET') {
 				const key = url.searchParams.get('key');
+				const looked = state.requests.filter((r) => r.method === 'GET' && r.raw === '' && r.path === url.pathname && r.key === key);
+				state.requests[state.requests.length - 1].key = key;
+				if (url.pathname === '/orders-flaky' && looked.length === 0) return answer(503, { error: 'lookup down' });
 				return answer(200, state.commits.filter((c) => c.key === key).map((c) => ({ id: c.id, number: c.number })));
 			}
 			const mode = url.pathname.split('/')[2] ?? 'ok';
@@ -149,6 +152,18 @@ describe('gated http request', () => {
 		await run(jobId, 'after500');
 		const [done2, before2, attention2] = await run(jobId, 'after500');
 		assert.deepEqual([done2.length, before2.length, attention2.length], [0, 0, 1]);
+		assert.equal(committed(jobId), 1);
+	});
+
+	test('a_lookup_that_fails_proves_nothing_the_step_stays_unknown_and_the_next_run_looks_again', async () => {
+		const jobId = uniqueJob('gr-lookupdown');
+		const flaky = { ...lookUpOptions(), lookUpUrl: `${remote.url}/orders-flaky?key={operation_key}` };
+		await run(jobId, 'after500', flaky);
+		const [, , attention] = await run(jobId, 'after500', flaky);
+		assert.deepEqual([attention[0].durable.reason, attention[0].durable.state], ['lookup_failed', 'UNKNOWN']);
+		assert.match(attention[0].durable.explanation, /HTTP 503/);
+		const [, before] = await run(jobId, 'after500', flaky);
+		assert.equal(before.length, 1, 'the second lookup found it: Done Before, no review');
 		assert.equal(committed(jobId), 1);
 	});
 

@@ -6,6 +6,7 @@ classifier. The gate itself (`begin`) is in core/gate/; the statements are in th
 import time
 
 from .. import store
+from ..fencing import check_fence
 from ..errors import InvalidTransition, OperationNotFound, ReceiptConflict, ValidationFailed
 from ..store.db import write_txn
 from ..store.models import AuditLog, Job, Operation
@@ -39,6 +40,10 @@ def _transition(principal, key, token, to_state, allowed_from, fields, detail=No
     """Move ``key`` to ``to_state`` from one of ``allowed_from`` if ``token`` is current."""
     op = get_operation(principal.tenant, key)
     if op.state not in allowed_from:
+        # A fenced-out caller hears that first: it was taken over, and the step moved on under
+        # the new owner (kept_if_stale keeps its evidence). Only a current owner is told that the
+        # transition itself is not allowed.
+        check_fence(store.lease_of(op.job_id), token)
         raise InvalidTransition(
             f"operation is {op.state}; cannot move it to {to_state}",
             {"state": op.state, "wanted": to_state, "allowed_from": list(allowed_from)},

@@ -51,12 +51,17 @@ function doneBefore(result: StepResult): StepResult {
 	return { output: ALREADY_DONE, json: { ...receipt, durable } };
 }
 
-async function verdictOf(ctx: IExecuteFunctions, i: number, prepared: GatedPrepared, ticket: StepTicket): Promise<LookUpVerdict> {
+/** The lookup's verdict, or why there is none: a lookup that failed proves nothing either way. */
+async function verdictOf(
+	ctx: IExecuteFunctions,
+	i: number,
+	prepared: GatedPrepared,
+	ticket: StepTicket,
+): Promise<LookUpVerdict | { failed: string }> {
 	try {
 		return await prepared.effect.lookUp!(ctx, i, ticket);
 	} catch (error) {
-		// A lookup that fails proves nothing: the step goes to review, it is not sent again.
-		return { result: 'undecidable', evidence: { lookup_error: String((error as Error)?.message ?? error) } };
+		return { failed: String((error as Error)?.message ?? error) };
 	}
 }
 
@@ -74,6 +79,12 @@ async function lookUpAndReport(
 ): Promise<StepResult> {
 	const ticket = ticketOf(prepared, durable);
 	const verdict = await verdictOf(ctx, i, prepared, ticket);
+	if ('failed' in verdict) {
+		// Not reported: "undecidable" would send the step to review for good, although the next
+		// run's lookup may well find the object. The step stays UNKNOWN; nothing is resent.
+		const explanation = `${explainOwn('lookup_failed')} (${verdict.failed})`;
+		return attention(item, prepared.req, 'reconcile', 'lookup_failed', explanation, (durable.operation as IDataObject) ?? undefined);
+	}
 	const body: IDataObject = {
 		fencing_token: ticket.fencing_token,
 		attempt: ticket.attempt,

@@ -78,9 +78,10 @@ export async function sendOnce(
 }
 
 /**
- * The built-in lookup: GET the URL with the step's key in it. Only an answer that shows the object
- * (found) or proves there is none (404, an empty list, no ID) decides; any other status is
- * undecidable, and a transport failure throws (the caller treats it as undecidable too).
+ * The built-in lookup: GET the URL with the step's key in it. Only an answer that was read
+ * decides: the object (found), or proof there is none (404, an empty list, an answer without the
+ * ID: absent). Any other status, like a transport failure, throws: a lookup that failed says
+ * nothing about the write, and the step stays unknown for the next run to look up again.
  */
 export async function lookUpOnce(
 	ctx: IExecuteFunctions,
@@ -95,7 +96,7 @@ export async function lookUpOnce(
 	const answer = await exchange(ctx, call.authentication, { method: 'GET', url, headers, timeout: call.timeout, json: true });
 	const evidence: IDataObject = { lookup_url: url, http_status: answer.status };
 	if (answer.status === 404) return { result: 'absent', evidence };
-	if (answer.status < 200 || answer.status >= 300) return { result: 'undecidable', evidence };
+	if (answer.status < 200 || answer.status >= 300) throw new Error(`the lookup answered HTTP ${answer.status}`);
 	const found = Array.isArray(answer.body) ? answer.body[0] : answer.body;
 	const remoteId = found === undefined ? undefined : idAt(found, idPath);
 	if (remoteId === undefined) return { result: 'absent', evidence: { ...evidence, matches: Array.isArray(answer.body) ? answer.body.length : 0 } };
