@@ -14,7 +14,7 @@ const uniqueJob = (name) => `${name}-${process.pid}-${++seq}`;
 /**
  * POST /orders/<mode>: commits the order (stored by its Idempotency-Key) unless the mode says it
  * fails first, then answers as the mode says: ok 201, after500 (committed, then 500), hang
- * (committed, no answer in time), reject422 (nothing committed), flaky500 (the first
+ * (committed, no answer in time), reject422 (nothing committed), slow (commits after 1.5 s), flaky500 (the first
  * try of a key fails with 500 before committing, later ones commit). GET /orders?key=K: the orders
  * committed under key K, as a list; GET /orders-flaky?key=K the same, but 503 the first time per key.
  */
@@ -41,6 +41,14 @@ function startRemote() {
 			if (mode === 'reject422') return answer(422, { error: 'bad order' });
 			const firstTry = !state.requests.slice(0, -1).some((r) => r.headers['idempotency-key'] === req.headers['idempotency-key']);
 			if (mode === 'flaky500' && firstTry) return answer(500, { error: 'failed before committing' });
+			if (mode === 'slow') {
+				// The request is on its way: it commits only after 1.5 s.
+				return setTimeout(() => {
+					const order = { id: `ord-${state.commits.length + 1}`, key: req.headers['idempotency-key'], number: 7, body: raw };
+					state.commits.push(order);
+					answer(201, order);
+				}, 1500);
+			}
 			const order = { id: `ord-${state.commits.length + 1}`, key: req.headers['idempotency-key'], number: 7, body: raw };
 			state.commits.push(order);
 			if (mode === 'after500') return answer(500, { error: 'committed, then failed' });
@@ -164,6 +172,24 @@ describe('gated http request', () => {
 		assert.match(attention[0].durable.explanation, /HTTP 503/);
 		const [, before] = await run(jobId, 'after500', flaky);
 		assert.equal(before.length, 1, 'the second lookup found it: Done Before, no review');
+		assert.equal(committed(jobId), 1);
+	});
+
+	test('a_second_execution_while_the_first_request_is_in_flight_does_not_send_again', async () => {
+		const jobId = uniqueJob('gr-twice');
+		const slow = { ...lookUpOptions(), gateOptions: { timeout: 3000 } };
+		// Execution A sends; the remote commits it after 1.5 s. B starts meanwhile (Start Job takes over).
+		const first = run(jobId, 'slow', slow, undefined, 'exec-A');
+		await new Promise((r) => setTimeout(r, 300));
+		const [done, before, attention] = await run(jobId, 'slow', slow, undefined, 'exec-B');
+		assert.deepEqual([done.length, before.length], [0, 0]);
+		assert.equal(attention[0].durable.reason, 'in_flight_lookup', JSON.stringify(attention[0].durable));
+		const [, , aAttention] = await first; // A was fenced out by B: its receipt is kept as evidence
+		assert.equal(aAttention[0].durable.reason, 'stale_fencing_token');
+		assert.equal(committed(jobId), 1, 'B never sent: one order');
+		await new Promise((r) => setTimeout(r, 3000)); // past A's timeout: the lookup decides now
+		const [, again] = await run(jobId, 'slow', slow, undefined, 'exec-C');
+		assert.equal(again.length, 1, 'found: Done Before');
 		assert.equal(committed(jobId), 1);
 	});
 

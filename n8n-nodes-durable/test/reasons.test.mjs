@@ -33,7 +33,7 @@ function ledgerMessageCodes() {
  */
 const LEDGER_CODES = () => [...ledgerMessageCodes(), 'budget_exhausted', 'halted', 'digest_mismatch', 'action_mismatch', 'target_mismatch', 'job_mismatch', 'stale_fencing_token'];
 /** The codes the node sets itself (Look Up, Record Outcome, needs_review for awaiting_editor). */
-const NODE_CODES = ['needs_review', 'lookup_required', 'lookup_not_applied', 'lookup_failed', 'failed'];
+const NODE_CODES = ['needs_review', 'lookup_required', 'lookup_not_applied', 'lookup_failed', 'in_flight_lookup', 'failed'];
 
 describe('the shared list of reasons', () => {
 	test('every_reason_code_the_ledger_can_send_has_an_entry', () => {

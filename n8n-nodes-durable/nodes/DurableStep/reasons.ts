@@ -62,6 +62,8 @@ export const REASONS: Readonly<Record<string, string>> = {
 		'An earlier attempt of this step was sent but its outcome was never recorded, and the ledger has no reconciler for this action. Look the object up by durable.operation_key (the key you stamped on it), then report found / absent / undecidable with Durable Step: Report Lookup. Nothing was repeated.',
 	lookup_not_applied:
 		'Report Lookup was for an attempt that is no longer the one in flight (another run moved this step on), so the ledger changed nothing. Run the workflow again: Begin Step asks for a lookup of the current attempt.',
+	in_flight_lookup:
+		'Another execution sent this step moments ago and its request may still be on its way, so a lookup that finds nothing proves nothing yet. Nothing was sent; the next run (after the request\'s timeout) looks again and finds the object or sends the step.',
 	lookup_failed:
 		'The side effect was sent but its result is unknown, and the lookup that would settle it failed itself (no answer, or an error status): that proves nothing, so the ledger was told nothing and the step stays unknown. The next run (or n8n\'s Retry) looks it up again; nothing is resent.',
 	failed:

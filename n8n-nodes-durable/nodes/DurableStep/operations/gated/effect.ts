@@ -33,6 +33,12 @@ export interface LookUpVerdict {
  * one up, only for an attempt whose outcome the ledger does not know.
  */
 export interface SideEffect {
+	/**
+	 * How long one try can take to land at the remote (the request's timeout). While an attempt
+	 * sent less than this ago is still SENT, a lookup that finds nothing proves nothing: the
+	 * request may be on its way (a second execution of the same order, started meanwhile).
+	 */
+	inFlightMs?: number;
 	perform(ctx: IExecuteFunctions, i: number, ticket: StepTicket): Promise<Performed>;
 	lookUp?: (ctx: IExecuteFunctions, i: number, ticket: StepTicket) => Promise<LookUpVerdict>;
 }

@@ -51,6 +51,17 @@ function doneBefore(result: StepResult): StepResult {
 	return { output: ALREADY_DONE, json: { ...receipt, durable } };
 }
 
+/**
+ * Milliseconds an attempt that is still SENT may yet land: its request was sent at the SENT
+ * transition (`updated_at`) and may take the side effect's timeout. 0 when it cannot land any more.
+ */
+export function stillInFlightMs(prepared: GatedPrepared, operation: IDataObject, now = Date.now()): number {
+	const window = prepared.effect.inFlightMs ?? 0;
+	const sentAt = Date.parse(String(operation.updated_at ?? ''));
+	if (operation.state !== 'SENT' || !window || Number.isNaN(sentAt)) return 0;
+	return Math.max(0, sentAt + window - now);
+}
+
 /** The lookup's verdict, or why there is none: a lookup that failed proves nothing either way. */
 async function verdictOf(
 	ctx: IExecuteFunctions,
@@ -84,6 +95,14 @@ async function lookUpAndReport(
 		// run's lookup may well find the object. The step stays UNKNOWN; nothing is resent.
 		const explanation = `${explainOwn('lookup_failed')} (${verdict.failed})`;
 		return attention(item, prepared.req, 'reconcile', 'lookup_failed', explanation, (durable.operation as IDataObject) ?? undefined);
+	}
+	const current = (durable.operation as IDataObject) ?? {};
+	const wait = verdict.result === 'absent' ? stillInFlightMs(prepared, current) : 0;
+	if (wait > 0) {
+		// Absent now is no proof: another execution sent this attempt moments ago and its request
+		// may still land (the same order triggered twice). Not reported; the next run looks again.
+		const explanation = `${explainOwn('in_flight_lookup')} (it may land for another ${Math.ceil(wait / 1000)} s)`;
+		return attention(item, prepared.req, 'reconcile', 'in_flight_lookup', explanation, current);
 	}
 	const body: IDataObject = {
 		fencing_token: ticket.fencing_token,

@@ -105,6 +105,7 @@ export async function lookUpOnce(
 
 export function httpEffect(call: HttpCall, remoteIdPath: string, paths: string[], lookUp?: { url: string; idPath: string }): SideEffect {
 	return {
+		inFlightMs: call.timeout,
 		perform: (ctx, _i, ticket) => sendOnce(ctx, call, ticket, remoteIdPath, paths),
 		lookUp: lookUp ? (ctx, _i, ticket) => lookUpOnce(ctx, call, lookUp.url, ticket, lookUp.idPath, paths) : undefined,
 	};
