@@ -122,6 +122,16 @@ class Editor:
         assert box.pop("n") == len(names), (box, names)
         return box
 
+    def parameters_box(self) -> dict:
+        """The open node panel's Parameters column, from its tabs to its last field (the window must
+        be tall enough to show every field: the column scrolls otherwise)."""
+        return self.driver.execute_script("""
+          const q = s => document.querySelector(s).getBoundingClientRect();
+          const tabs = q("[data-test-id='tab-params']"), panel = q("[data-test-id='node-parameters']");
+          const bottom = Math.max(...[...document.querySelectorAll(
+            "[data-test-id='node-parameters'] [data-test-id='parameter-item']")].map(e => e.getBoundingClientRect().bottom));
+          return {x: panel.left, y: tabs.top - 8, width: panel.width, height: bottom + 24 - (tabs.top - 8)};""")
+
     def save(self, shot: Path, clip: dict | None = None) -> Path:
         """The window (or the clip rectangle of the page) as a PNG; kept in docs/img/ on request."""
         if clip:
