@@ -241,6 +241,15 @@ def _sample(remote_url, credential_id, job_id, path, task_version=None, sample=S
     return {k: wf[k] for k in ("name", "nodes", "connections", "settings")} | {"name": f"{wf['name']} ({job_id})"}
 
 
+def _shipped(sample, credential_id):
+    """The sample as shipped (its name and URL), with the credential picked: for the screenshots."""
+    wf = json.loads(sample.read_text())
+    for node in wf["nodes"]:
+        if "credentials" in node:
+            node["credentials"]["durableLedgerApi"] = {"id": credential_id, "name": "Durable Ledger"}
+    return {k: wf[k] for k in ("name", "nodes", "connections", "settings")}
+
+
 @pytest.fixture(scope="module")
 def built(n8n, ledger):
     """Steps 3 and 4 through n8n's REST API: the credential (tested) and the sample workflow."""
@@ -263,6 +272,8 @@ def built(n8n, ledger):
                                                                           "/invoices", task_version=2))["id"]
         ids["order-2042 two nodes"] = server.rest("POST", "/workflows", _sample(
             remote.url, cred["id"], "order-2042", "/invoices", sample=TWO_NODE_SAMPLE))["id"]
+        for name, sample in (("shipped", SAMPLE), ("shipped two nodes", TWO_NODE_SAMPLE)):
+            ids[name] = server.rest("POST", "/workflows", _shipped(sample, cred["id"]))["id"]
     finally:
         server.stop()
     return {"remote": remote, "credential_tests": tests, "workflows": ids}
@@ -371,14 +382,14 @@ def test_zz_editor_shows_the_first_workflows_and_the_gated_request_panel(n8n, bu
         cookie = server.http.cookies.get("n8n-auth")
         ids = built["workflows"]
         with Editor(n8n["url"], tmp_path, cookie=cookie) as editor:
-            editor.open_workflow(ids["order-1042"], 3, must_show=("Start Job", "Send Invoice", "Done", "Done Before"))
+            editor.open_workflow(ids["shipped"], 3, must_show=("Start Job", "Send Invoice", "Done", "Done Before"))
             editor.save(tmp_path / "first-gated-step.png")
-            editor.open_workflow(ids["order-2042 two nodes"], 5,
+            editor.open_workflow(ids["shipped two nodes"], 5,
                                  must_show=("Begin Step", "Send Invoice", "Record Outcome", "Done Before"))
             editor.save(tmp_path / "begin-and-record-step.png")
         # Tall enough for every field of the panel at once (its column scrolls otherwise).
         with Editor(n8n["url"], tmp_path, window="1600,1800", cookie=cookie) as editor:
-            editor.open_workflow(ids["order-1042"], 3)
+            editor.open_workflow(ids["shipped"], 3)
             editor.open_node("Send Invoice")
             editor.save(tmp_path / "gated-request-panel.png", clip=editor.parameters_box())
     finally:
