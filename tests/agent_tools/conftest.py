@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 HERE = Path(__file__).resolve().parent
-for p in (str(HERE), str(HERE.parents[1] / "stack")):
+for p in (str(HERE), str(HERE.parent), str(HERE.parents[1] / "stack")):  # tests/: support.n8n_editor
     if p not in sys.path:
         sys.path.insert(0, p)
 

@@ -21,18 +21,15 @@ Timings are printed as DURABLE_AGENT_TOOLS lines.
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import time
-from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-import requests
 from agent_stack import REPO, TOOL_WORKFLOW_ID, agent_output, tool_calls
 from conftest import REQUESTS, workflow_id
 from pipeline_stack import Service, free_port, wait_http
+from support.n8n_editor import Editor, require_browser, sign_in
 
 TOOL_NODES = ("Start Job", "Begin: Issue Refund", "Create Refund", "Record: Issue Refund", "Find Refund by Key",
               "Report Lookup: Refund", "Tool Answer: Refunded", "Tool Answer: Not Done")
@@ -188,8 +185,7 @@ def test_same_refund_with_other_amount_is_not_done_and_not_sent(stack):
 @pytest.fixture(scope="module")
 def editor(stack):
     """`n8n start` on the same user folder (the CLI runs are over), with an owner signed in."""
-    if not (shutil.which("chromium") and Path("/usr/bin/chromedriver").exists()):
-        pytest.fail("chromium / chromium-driver not installed (make reconcile-browser installs them)")
+    require_browser()
     port = free_port()
     env = {**stack.n8n_env(), "N8N_PORT": str(port), "N8N_LISTEN_ADDRESS": "127.0.0.1"}
     t0 = time.monotonic()
@@ -198,53 +194,22 @@ def editor(stack):
     try:
         url = f"http://127.0.0.1:{port}"
         wait_http(url + "/healthz/readiness", timeout=120, proc=server.proc, log=server.log_path)
-        owner = {"email": "owner@example.test", "firstName": "Demo", "lastName": "Owner", "password": "Durable-Steps-1"}
-        r = requests.post(f"{url}/rest/owner/setup", json=owner, timeout=30)
-        assert r.status_code == 200, r.text
+        cookie = sign_in(url)
         print(f"\nDURABLE_AGENT_TOOLS editor up in {round(time.monotonic() - t0, 1)} s")
-        yield url, r.cookies.get("n8n-auth")
+        yield url, cookie
     finally:
         server.stop()
 
 
 def _screenshot(editor, tmp_path, wf_id: str, file_name: str, must_show, min_nodes: int, window="1600,900"):
-    """The n8n editor with a workflow at fit-to-window in Debian's headless Chromium (the approach of
-    tests/pipeline/test_approval_resume.py). DURABLE_UPDATE_SCREENSHOTS=1 also writes docs/img/."""
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service as ChromeService
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
-
+    """The n8n editor with a workflow at fit-to-window in Debian's headless Chromium
+    (tests/support/n8n_editor.py). DURABLE_UPDATE_SCREENSHOTS=1 also writes docs/img/."""
     url, cookie = editor
-    opts = webdriver.ChromeOptions()
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", f"--window-size={window}",
-                f"--user-data-dir={tmp_path / 'chromium'}"):
-        opts.add_argument(arg)
-    opts.binary_location = "/usr/bin/chromium"
-    driver = webdriver.Chrome(service=ChromeService("/usr/bin/chromedriver"), options=opts)
-    try:
-        driver.get(url + "/signin")
-        driver.add_cookie({"name": "n8n-auth", "value": cookie, "path": "/"})
-        driver.get(f"{url}/workflow/{wf_id}")
-        WebDriverWait(driver, 60).until(
-            lambda d: len(d.find_elements(By.CSS_SELECTOR, "[data-test-id='canvas-node']")) >= min_nodes)
-        time.sleep(1.5)  # the canvas fits the view after the nodes are measured
-        driver.find_element(By.TAG_NAME, "body").send_keys("1")  # n8n's shortcut: zoom to fit
-        time.sleep(1.0)
-        names = driver.execute_script(
-            "return [...document.querySelectorAll(\"[data-test-id='canvas-node']\")].map(n => n.innerText)")
-        text = " ".join(names)
-        for node in must_show:
-            assert node in text, (node, names)
-        shot = tmp_path / file_name
-        driver.save_screenshot(str(shot))
-        print(f"\nDURABLE_AGENT_TOOLS editor screenshot {shot}")
-        if os.environ.get("DURABLE_UPDATE_SCREENSHOTS") == "1":
-            (REPO / "docs" / "img").mkdir(exist_ok=True)
-            shutil.copy(shot, REPO / "docs" / "img" / file_name)
-        return names
-    finally:
-        driver.quit()
+    with Editor(url, tmp_path, window=window, cookie=cookie) as browser:
+        names = browser.open_workflow(wf_id, min_nodes, must_show=must_show)
+        shot = browser.save(tmp_path / file_name)
+    print(f"\nDURABLE_AGENT_TOOLS editor screenshot {shot}")
+    return names
 
 
 def test_zz_editor_shows_the_gated_tool_workflow(editor, tmp_path):

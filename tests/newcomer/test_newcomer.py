@@ -5,10 +5,13 @@ A fresh venv from the wheel `make dist` built; `durable-ledger init-db`, three `
 node tarball installed into `~/.n8n/nodes` with the quickstart's npm command; a fresh n8n 2.40.7.
 Through n8n's REST API: the credential is tested (runner passes, approver fails saying why) and
 `workflows/first-gated-step.json` is created with the node's defaults only (its Durable Step nodes
-set nothing but operation, job id and action). Then the workflow runs twice (the second run is
-Already Done), and a copy runs against a remote that never answers, n8n is killed mid-request and
-the workflow runs again: it ends red with a message that names the console page. A local counting
-remote counts one side effect per business id throughout.
+set nothing but operation, job id and action, and Gated HTTP Request the URL and body it sends).
+Then the workflow runs twice (the second run is Done Before), and a copy runs against a remote that
+never answers, n8n is killed mid-request and the workflow runs again: it ends red with a message
+that names the console page. `workflows/begin-and-record-step.json` (Begin Step -> HTTP Request ->
+Record Outcome, the pattern for any node) runs twice too. A local counting remote counts one side
+effect per business id throughout. Last, the editor shows both workflows and the Gated HTTP
+Request's panel (docs/img/, with DURABLE_UPDATE_SCREENSHOTS=1).
 
 Deviation from the quickstart's words: `serve` gets a free port through DURABLE_PORT (documented),
 because other processes on a shared machine may hold 8787.
@@ -29,10 +32,16 @@ import requests
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "install"))
+sys.path.insert(0, str(REPO / "tests"))
 from dist_support import artifact, version  # noqa: E402
+from support.n8n_editor import Editor  # noqa: E402
 
 N8N_SH = REPO / "stack" / "n8n.sh"
-SAMPLE = REPO / "workflows" / "first-gated-step.json"
+SAMPLE = REPO / "workflows" / "first-gated-step.json"  # the quickstart's: Start Job -> Gated HTTP Request
+TWO_NODE_SAMPLE = REPO / "workflows" / "begin-and-record-step.json"  # Begin Step -> any node -> Record Outcome
+# What a sample's Durable Step nodes may set: the gate's fields keep the node's defaults; Gated
+# HTTP Request says what it sends where.
+SET_BY_SAMPLE = {"operation", "jobId", "action", "url", "jsonBody"}
 TENANT = "acme"
 OWNER = {"email": "newcomer@example.test", "firstName": "New", "lastName": "Comer", "password": "Durable-Steps-1"}
 
@@ -216,20 +225,29 @@ class Server:
         self.log.close()
 
 
-def _sample(remote_url, credential_id, job_id, path, task_version=None):
-    wf = json.loads(SAMPLE.read_text())
+def _sample(remote_url, credential_id, job_id, path, task_version=None, sample=SAMPLE):
+    wf = json.loads(sample.read_text())
     for node in wf["nodes"]:
         if node["type"] == "n8n-nodes-durable.durableStep":
-            # The node's defaults only: nothing but the operation, the job and the action.
-            assert set(node["parameters"]) <= {"operation", "jobId", "action"}, node
+            # The node's defaults only: the operation, the job, the action and the request itself.
+            assert set(node["parameters"]) <= SET_BY_SAMPLE, node
             node["credentials"]["durableLedgerApi"] = {"id": credential_id, "name": "Durable Ledger"}
             if node["parameters"]["operation"] == "startJob":
                 node["parameters"]["jobId"] = job_id
                 if task_version is not None:  # the one field a builder changes to start a new version
                     node["parameters"]["taskVersion"] = task_version
-        if node["type"] == "n8n-nodes-base.httpRequest":
+        if "url" in node["parameters"]:
             node["parameters"]["url"] = f"{remote_url}{path}"
     return {k: wf[k] for k in ("name", "nodes", "connections", "settings")} | {"name": f"{wf['name']} ({job_id})"}
+
+
+def _shipped(sample, credential_id):
+    """The sample as shipped (its name and URL), with the credential picked: for the screenshots."""
+    wf = json.loads(sample.read_text())
+    for node in wf["nodes"]:
+        if "credentials" in node:
+            node["credentials"]["durableLedgerApi"] = {"id": credential_id, "name": "Durable Ledger"}
+    return {k: wf[k] for k in ("name", "nodes", "connections", "settings")}
 
 
 @pytest.fixture(scope="module")
@@ -252,6 +270,10 @@ def built(n8n, ledger):
                for job, path in (("order-1042", "/invoices"), ("order-1043", "/invoices-hang"))}
         ids["order-1042 v2"] = server.rest("POST", "/workflows", _sample(remote.url, cred["id"], "order-1042",
                                                                           "/invoices", task_version=2))["id"]
+        ids["order-2042 two nodes"] = server.rest("POST", "/workflows", _sample(
+            remote.url, cred["id"], "order-2042", "/invoices", sample=TWO_NODE_SAMPLE))["id"]
+        for name, sample in (("shipped", SAMPLE), ("shipped two nodes", TWO_NODE_SAMPLE)):
+            ids[name] = server.rest("POST", "/workflows", _shipped(sample, cred["id"]))["id"]
     finally:
         server.stop()
     return {"remote": remote, "credential_tests": tests, "workflows": ids}
@@ -296,13 +318,15 @@ def test_smallest_gated_workflow_runs_once_then_already_done(n8n, built, ledger)
     remote, wf = built["remote"], built["workflows"]["order-1042"]
     code, run, output = _execute(n8n, wf)
     assert code == 0 and run and run["status"] == "success", output[-4000:]
-    assert _outputs(run, "Begin Step") == [1, 0], "first run: Proceed"
-    assert _outputs(run, "Record Outcome") == [1], "Done"
+    assert _outputs(run, "Send Invoice") == [1, 0], "first run: Done"
+    done = run["data"]["resultData"]["runData"]["Send Invoice"][0]["data"]["main"][0][0]["json"]
+    assert done["id"] == "inv-order-1042" and done["durable"]["remote_id"] == "inv-order-1042", done
     assert remote.count("order-1042") == 1
     code, run, output = _execute(n8n, wf)  # at once: Start Job takes over from the ended execution
     assert code == 0 and run and run["status"] == "success", output[-4000:]
-    assert _outputs(run, "Begin Step") == [0, 1], "second run: Already Done"
-    assert "Send Invoice" not in run["data"]["resultData"]["runData"]
+    assert _outputs(run, "Send Invoice") == [0, 1], "second run: Done Before"
+    before = run["data"]["resultData"]["runData"]["Send Invoice"][0]["data"]["main"][1][0]["json"]
+    assert before["id"] == "inv-order-1042", before  # the receipt's fields, as Done had them
     assert remote.count("order-1042") == 1, "one side effect for order-1042"
     # Task Version 2 in Start Job starts version 2 of the job: its step is a new side effect (new
     # operation keys), done once however often it runs.
@@ -310,8 +334,8 @@ def test_smallest_gated_workflow_runs_once_then_already_done(n8n, built, ledger)
     for proceed, done_before in ((1, 0), (0, 1)):
         code, run, output = _execute(n8n, v2)
         assert code == 0 and run and run["status"] == "success", output[-4000:]
-        assert _outputs(run, "Begin Step") == [proceed, done_before], output[-2000:]
-    first = run["data"]["resultData"]["runData"]["Begin Step"][0]["data"]["main"][1][0]["json"]["durable"]
+        assert _outputs(run, "Send Invoice") == [proceed, done_before], output[-2000:]
+    first = run["data"]["resultData"]["runData"]["Send Invoice"][0]["data"]["main"][1][0]["json"]["durable"]
     assert ":v2:" in first["operation_key"], first
     assert remote.count("order-1042") == 2, "version 1 once, version 2 once"
 
@@ -331,8 +355,43 @@ def test_killed_mid_request_then_run_again_ends_red_naming_the_console_page(n8n,
     assert code != 0 and run and run["status"] == "error", output[-4000:]
     error = run["data"]["resultData"]["error"]
     text = f"{error.get('message')} {error.get('description')}"
-    assert run["data"]["resultData"]["lastNodeExecuted"] == "Begin Step"
+    assert run["data"]["resultData"]["lastNodeExecuted"] == "Send Invoice"
     assert f"{ledger['url']}/console/" in text, text
-    assert "Send Invoice" not in run["data"]["resultData"]["runData"]
     assert remote.count("order-1043") == 1, "nothing sent twice"
     print(f"\n[newcomer] after the kill: {error.get('message')}\n  {error.get('description')}")
+
+
+def test_begin_and_record_around_any_node_runs_once_then_already_done(n8n, built):
+    remote, wf = built["remote"], built["workflows"]["order-2042 two nodes"]
+    code, run, output = _execute(n8n, wf)
+    assert code == 0 and run and run["status"] == "success", output[-4000:]
+    assert _outputs(run, "Begin Step") == [1, 0], "first run: Proceed"
+    assert _outputs(run, "Record Outcome") == [1], "Done"
+    code, run, output = _execute(n8n, wf)
+    assert code == 0 and run and run["status"] == "success", output[-4000:]
+    assert _outputs(run, "Begin Step") == [0, 1], "second run: Already Done"
+    assert "Send Invoice" not in run["data"]["resultData"]["runData"]
+    assert remote.count("order-2042") == 1, "one side effect for order-2042"
+
+
+def test_zz_editor_shows_the_first_workflows_and_the_gated_request_panel(n8n, built, tmp_path):
+    """docs/img: both first workflows at fit-to-window, and Send Invoice's parameter panel (its
+    defaults: what a builder sees after adding Gated HTTP Request)."""
+    server = Server(n8n)
+    try:
+        cookie = server.http.cookies.get("n8n-auth")
+        ids = built["workflows"]
+        with Editor(n8n["url"], tmp_path, cookie=cookie) as editor:
+            editor.open_workflow(ids["shipped"], 3, must_show=("Start Job", "Send Invoice", "Done", "Done Before"))
+            editor.save(tmp_path / "first-gated-step.png")
+            editor.open_workflow(ids["shipped two nodes"], 5,
+                                 must_show=("Begin Step", "Send Invoice", "Record Outcome", "Done Before"))
+            editor.save(tmp_path / "begin-and-record-step.png")
+        # Tall enough for every field of the panel at once (its column scrolls otherwise).
+        with Editor(n8n["url"], tmp_path, window="1600,1800", cookie=cookie) as editor:
+            editor.open_workflow(ids["shipped"], 3)
+            editor.open_node("Send Invoice")
+            editor.save(tmp_path / "gated-request-panel.png", clip=editor.parameters_box())
+    finally:
+        server.stop()
+    print(f"\n[newcomer] editor screenshots in {tmp_path}")

@@ -9,7 +9,7 @@ relay in front of the ledger:
     after_write    the side-effect node wrote all three orders (checked in the remote before the
                    kill); Record Outcome's first confirm is held and never reaches the ledger
     after_receipt  the ledger stored the receipts of all three orders (the last confirm was
-                   answered upstream, the answer held); the phase's checkpoint is never saved
+                   answered upstream, the answer held); the order's checkpoint is never saved
 
 Then the workflow runs again, unchanged. Counted in the remote systems themselves (psql, mysql,
 IMAP SEARCH): exactly one row per order in PostgreSQL, one in MariaDB, one email per order. After
@@ -32,8 +32,11 @@ from pipeline_stack import outputs_of
 STEP = {"pg_insert_order": "Postgres Row", "mariadb_insert_order": "MariaDB Row",
         "send_confirmation": "Confirmation Email"}
 SYSTEM = {"pg_insert_order": "postgres", "mariadb_insert_order": "mariadb", "send_confirmation": "email"}
-PHASE = {"pg_insert_order": "PG_ROW_WRITTEN", "mariadb_insert_order": "MARIADB_ROW_WRITTEN",
-         "send_confirmation": "CONFIRMATION_SENT"}
+# One checkpoint per order, after its last step (Checkpoint: Order Done).
+PHASE = "CONFIRMATION_SENT"
+# Durable Step 1.2's outputs: a step the ledger stops fails the execution (no Attention output).
+BEGIN_OUTPUTS = ("proceed", "already_done", "look_up")
+REPORT_OUTPUTS = ("proceed", "already_done")
 ALL_ONE = {o: 1 for o in ORDER_IDS}
 RESULTS: dict = {}
 
@@ -105,40 +108,41 @@ def test_interrupt_and_rerun(stack, action, point):
     else:
         assert after_kill[system] == ALL_ONE, after_kill
         assert set(states.values()) == {("CONFIRMED", 1)}, states
-        assert phase_before != PHASE[action], phase_before  # killed before the checkpoint
+        assert phase_before != PHASE, phase_before  # killed before the checkpoint
 
     second = stack.execute(wf)
+    # A step that needed attention would have failed the execution.
     assert second["exit"] == 0 and second["error"] is None, second["error"]
     run = second["run"]
     final = stack.counts(batch)
     assert final == {"postgres": ALL_ONE, "mariadb": ALL_ONE, "email": ALL_ONE}, final
-    begin = routes(run, f"Begin: {step}", ("proceed", "already_done", "needs_attention", "look_up"))
-    report = routes(run, f"Report: {step} Lookup", ("proceed", "already_done", "needs_attention"))
+    begin = routes(run, f"Begin: {step}", BEGIN_OUTPUTS)
+    report = routes(run, f"Report: {step} Lookup", REPORT_OUTPUTS)
     states_after = op_states(stack, batch, action)
     lookups = {o: lookup_events(stack, operation_key(f"{batch}-{o}", action)) for o in ORDER_IDS}
 
     if point == "before_send":
         # Look Up -> absent (proved by the lookup) -> a new attempt, once.
-        assert begin == {"proceed": 0, "already_done": 0, "needs_attention": 0, "look_up": 3}, begin
-        assert report == {"proceed": 3, "already_done": 0, "needs_attention": 0}, report
+        assert begin == {"proceed": 0, "already_done": 0, "look_up": 3}, begin
+        assert report == {"proceed": 3, "already_done": 0}, report
         assert set(states_after.values()) == {("CONFIRMED", 2)}, states_after
         assert all(any(e["detail"].get("verdict") == "absent" or "absent" in json.dumps(e["detail"])
                        for e in ev) for ev in lookups.values()), lookups
     elif point == "after_write":
         # Look Up -> found -> Already Done: the write is adopted, never repeated.
-        assert begin == {"proceed": 0, "already_done": 0, "needs_attention": 0, "look_up": 3}, begin
-        assert report == {"proceed": 0, "already_done": 3, "needs_attention": 0}, report
+        assert begin == {"proceed": 0, "already_done": 0, "look_up": 3}, begin
+        assert report == {"proceed": 0, "already_done": 3}, report
         assert set(states_after.values()) == {("CONFIRMED", 1)}, states_after
         for order, ev in lookups.items():
             assert [e["to_state"] for e in ev] == ["CONFIRMED"], (order, ev)
         assert outputs_of(run, STEP_WRITE[action]) is None  # the side-effect node did not run at all
     else:
-        assert begin == {"proceed": 0, "already_done": 3, "needs_attention": 0, "look_up": 0}, begin
+        assert begin == {"proceed": 0, "already_done": 3, "look_up": 0}, begin
         assert outputs_of(run, f"Report: {step} Lookup") is None
         assert set(states_after.values()) == {("CONFIRMED", 1)}, states_after
         assert all(not ev for ev in lookups.values()), lookups
     for order in ORDER_IDS:
-        assert stack.report(f"{batch}-{order}")["phase"] == "CONFIRMATION_SENT"
+        assert stack.report(f"{batch}-{order}")["phase"] == PHASE
 
     RESULTS[(action, point)] = {
         "after_kill": {k: sum(v.values()) for k, v in after_kill.items()},

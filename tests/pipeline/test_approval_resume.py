@@ -25,6 +25,7 @@ import pytest
 import requests
 from conftest import REPO
 from pipeline_stack import HERE as STACK, PipelineStack, Service, free_port, outputs_of, wait_http
+from support.n8n_editor import Editor
 
 JOBS = ("rs-approve", "rs-deny", "rs-down")
 
@@ -217,67 +218,11 @@ def _editor_screenshot(st, tmp_path, file_name, must_show, window="1600,900", fo
     with `focus` (node names) only the part of the canvas around those nodes (a large window, so
     they are legible). DURABLE_UPDATE_SCREENSHOTS=1 also writes it to docs/img/ for the docs.
     Returns the node labels."""
-    import base64
-    import os
-    import shutil
-
-    if not (shutil.which("chromium") and Path("/usr/bin/chromedriver").exists()):
-        pytest.fail("chromium / chromium-driver not installed (make reconcile-browser installs them)")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service as ChromeService
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    owner = {"email": "owner@example.test", "firstName": "Demo", "lastName": "Owner", "password": "Durable-Steps-1"}
-    r = requests.post(f"{st.n8n_url}/rest/owner/setup", json=owner, timeout=30)
-    if r.status_code != 200:  # the owner exists already (an earlier screenshot of this module)
-        r = requests.post(f"{st.n8n_url}/rest/login", json={"emailOrLdapLoginId": owner["email"],
-                                                             "password": owner["password"]}, timeout=30)
-    assert r.status_code == 200, r.text
-    cookie = r.cookies.get("n8n-auth")
-    opts = webdriver.ChromeOptions()
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", f"--window-size={window}",
-                f"--user-data-dir={tmp_path / 'chromium'}"):
-        opts.add_argument(arg)
-    opts.binary_location = "/usr/bin/chromium"
-    driver = webdriver.Chrome(service=ChromeService("/usr/bin/chromedriver"), options=opts)
-    try:
-        driver.get(st.n8n_url + "/signin")
-        driver.add_cookie({"name": "n8n-auth", "value": cookie, "path": "/"})
-        driver.get(f"{st.n8n_url}/workflow/{workflow_id('rs-approve')}")
-        WebDriverWait(driver, 60).until(
-            lambda d: len(d.find_elements(By.CSS_SELECTOR, "[data-test-id='canvas-node']")) > 30)
-        time.sleep(1.5)  # the canvas fits the view after the nodes are measured
-        body = driver.find_element(By.TAG_NAME, "body")
-        body.send_keys("1")  # n8n's shortcut: zoom to fit
-        time.sleep(1.0)
-        names = driver.execute_script(
-            "return [...document.querySelectorAll(\"[data-test-id='canvas-node']\")].map(n => n.innerText)")
-        text = " ".join(names)
-        for node in must_show:
-            assert node in text, (node, names)
-        shot = tmp_path / file_name
-        if focus:
-            box = driver.execute_script("""
-              const want = arguments[0];
-              const r = [...document.querySelectorAll("[data-test-id='canvas-node']")]
-                .filter(n => want.some(w => n.innerText.split('\\n').includes(w))).map(n => n.getBoundingClientRect());
-              const x0 = Math.max(0, Math.min(...r.map(b => b.left)) - 80), y0 = Math.max(0, Math.min(...r.map(b => b.top)) - 60);
-              return {n: r.length, x: x0, y: y0, width: Math.max(...r.map(b => b.right)) + 80 - x0,
-                      height: Math.max(...r.map(b => b.bottom)) + 60 - y0};""", list(focus))
-            assert box["n"] == len(focus), (box, focus)
-            png = driver.execute_cdp_cmd("Page.captureScreenshot", {"format": "png", "clip": {
-                "x": box["x"], "y": box["y"], "width": box["width"], "height": box["height"], "scale": 1}})
-            shot.write_bytes(base64.b64decode(png["data"]))
-        else:
-            driver.save_screenshot(str(shot))
-        print(f"\nDURABLE_RESUME editor screenshot {shot}")
-        if os.environ.get("DURABLE_UPDATE_SCREENSHOTS") == "1":
-            (REPO / "docs" / "img").mkdir(exist_ok=True)
-            shutil.copy(shot, REPO / "docs" / "img" / file_name)
-        return names
-    finally:
-        driver.quit()
+    with Editor(st.n8n_url, tmp_path, window=window) as editor:
+        names = editor.open_workflow(workflow_id("rs-approve"), 31, must_show=must_show)
+        shot = editor.save(tmp_path / file_name, clip=editor.box_around(focus) if focus else None)
+    print(f"\nDURABLE_RESUME editor screenshot {shot}")
+    return names
 
 
 def test_zz_editor_shows_the_approval_loop(rstack, tmp_path):
