@@ -516,13 +516,15 @@ GATED_STEPS = tuple(n["name"] for n in json.loads(WORKFLOW_FILE.read_text())["no
 
 def step_routes(run: dict) -> dict:
     """Per Gated HTTP Request node of one execution: how many items left by Done (sent and
-    confirmed now) / Done Before (an earlier run's receipt) / Attention."""
+    confirmed now) / Done Before (an earlier run's receipt) / Attention, and which actions."""
     routes = {}
     for name in (run or {}).get("data", {}).get("resultData", {}).get("runData", {}):
         if name in GATED_STEPS:
-            outs = outputs_of(run, name) or []
-            routes[name] = {k: len(outs[i] or []) if i < len(outs) else 0
-                            for i, k in enumerate(("done", "done_before", "attention"))}
+            outs = (outputs_of(run, name) or []) + [[], [], []]
+            routes[name] = {}
+            for i, k in enumerate(("done", "done_before", "attention")):
+                routes[name][k] = len(outs[i] or [])
+                routes[name][k + "_actions"] = [(it.get("durable") or {}).get("action") for it in outs[i] or []]
     return routes
 
 

@@ -47,9 +47,12 @@ def test_pipeline_interrupted_then_rerun_ends_exactly_once(stack, action, point)
     routes = step_routes(rerun["run"])
     step = {"upload_media:inline-1": "Upload Media"}.get(action, action.replace("_", " ").title().replace("Seo", "SEO"))
     if point == "before_send":
-        assert routes[step]["done"] >= 1  # absent in WordPress: sent again, under the same key
+        assert action in routes[step]["done_actions"], routes[step]  # absent in WordPress: sent again, same key
     elif action.startswith(("create_draft", "upload_media")):
-        assert routes[step]["done"] == 0  # found in WordPress (or in the ledger): reused
+        # Found in WordPress (or in the ledger): reused, not sent again. (The uploads are sent one
+        # after the other, so an upload after the interrupted one may be sent only now.)
+        assert action in routes[step]["done_before_actions"], routes[step]
+        assert action not in routes[step]["done_actions"], routes[step]
     wp, report = assert_exactly_once(stack, job_id)
     RESULTS[f"{action} {point}"] = {"drafts": wp["drafts"], "media": wp["media"], "seo_verified": wp["seo_verified"],
                                     "resource_packs": wp["resource_packs"], "published": wp["published"],
