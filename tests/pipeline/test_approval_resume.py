@@ -216,10 +216,10 @@ def test_n8n_down_at_approval_time_is_resumed_once_when_back(rstack):
           f"delivered on attempt {wait['delivery']['attempts']}")
 
 
-def _editor_screenshot(st, tmp_path, file_name, must_show, window="1600,900", focus=None):
+def _editor_screenshot(st, tmp_path, file_name, must_show, window="1600,900", focus=None, below=60):
     """The n8n editor with the shipped workflow at fit-to-window, in Debian's headless Chromium;
     with `focus` (node names) only the part of the canvas around those nodes (a large window, so
-    they are legible). DURABLE_UPDATE_SCREENSHOTS=1 also writes it to docs/img/ for the docs.
+    they are legible; `below`: the margin under them, for edges that run below). DURABLE_UPDATE_SCREENSHOTS=1 also writes it to docs/img/ for the docs.
     Returns the node labels."""
     import base64
     import os
@@ -268,7 +268,7 @@ def _editor_screenshot(st, tmp_path, file_name, must_show, window="1600,900", fo
                 .filter(n => want.some(w => n.innerText.split('\\n').includes(w))).map(n => n.getBoundingClientRect());
               const x0 = Math.max(0, Math.min(...r.map(b => b.left)) - 80), y0 = Math.max(0, Math.min(...r.map(b => b.top)) - 60);
               return {n: r.length, x: x0, y: y0, width: Math.max(...r.map(b => b.right)) + 80 - x0,
-                      height: Math.max(...r.map(b => b.bottom)) + 60 - y0};""", list(focus))
+                      height: Math.max(...r.map(b => b.bottom)) + arguments[1] - y0};""", list(focus), below)
             assert box["n"] == len(focus), (box, focus)
             png = driver.execute_cdp_cmd("Page.captureScreenshot", {"format": "png", "clip": {
                 "x": box["x"], "y": box["y"], "width": box["width"], "height": box["height"], "scale": 1}})
@@ -287,7 +287,8 @@ def _editor_screenshot(st, tmp_path, file_name, must_show, window="1600,900", fo
 def test_zz_editor_shows_the_approval_loop(rstack, tmp_path):
     """docs/img/n8n-approval-wait.png: the approval loop only, legible (not the whole pipeline)."""
     loop = ("Publish", "Wait for Approval", "Wait: Approver Decides", "Checkpoint: Published")
-    _editor_screenshot(rstack, tmp_path, "n8n-approval-wait.png", loop, window="3200,1800", focus=loop)
+    # The edge from the Wait node back into Publish runs under the nodes: a deeper margin below.
+    _editor_screenshot(rstack, tmp_path, "n8n-approval-wait.png", loop, window="3200,1800", focus=loop, below=110)
 
 
 def test_zz_editor_shows_the_whole_pipeline(rstack, tmp_path):
