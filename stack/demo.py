@@ -158,8 +158,9 @@ def demo():
         raise SystemExit(f"run 2 failed: {rerun['error']}")
     routes = step_routes(rerun["run"])
     for step, r in routes.items():
-        how = ("reused (Done Before)" if r["done_before"] else "done now (Done)" if r["done"]
-               else "waiting (Attention)")
+        how = ", ".join(part for n, part in ((r["done"], f"{r['done']} done now (Done)"),
+                                             (r["done_before"], f"{r['done_before']} reused (Done Before)"),
+                                             (r["attention"], "waiting (Attention)")) if n)
         say(f"  {step:<18} {how}")
 
     stage(6, "Recovery report (counted in WordPress)")
