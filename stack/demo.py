@@ -30,7 +30,7 @@ import requests
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from pipeline_stack import (  # noqa: E402
-    PipelineStack, Service, begin_routes, free_port, interrupted_run, outputs_of, reconciled_operations, stop_pid,
+    PipelineStack, Service, free_port, interrupted_run, outputs_of, reconciled_operations, step_routes, stop_pid,
     wait_http,
 )
 
@@ -156,10 +156,11 @@ def demo():
     rerun = stack.execute(WORKFLOW_ID)
     if rerun["error"]:
         raise SystemExit(f"run 2 failed: {rerun['error']}")
-    routes = begin_routes(rerun["run"])
+    routes = step_routes(rerun["run"])
     for step, r in routes.items():
-        how = ("reused (Already Done)" if r["already_done"] else "done now (Proceed)" if r["proceed"]
-               else "stopped (Needs Attention)")
+        how = ", ".join(part for n, part in ((r["done"], f"{r['done']} done now (Done)"),
+                                             (r["done_before"], f"{r['done_before']} reused (Done Before)"),
+                                             (r["attention"], "waiting (Attention)")) if n)
         say(f"  {step:<18} {how}")
 
     stage(6, "Recovery report (counted in WordPress)")
@@ -167,8 +168,8 @@ def demo():
     wp = stack.wordpress_counts(job_id, article)
     report = stack.report(job_id)
     reconciled = reconciled_operations(stack, job_id)
-    waiting = (outputs_of(rerun["run"], "Waiting for Approval") or [[{}]])[0][0]
-    prevented = sum(r["already_done"] for r in routes.values())
+    waiting = ((outputs_of(rerun["run"], "Wait for Approval") or [[{}]])[0][0]).get("durable", {})
+    prevented = sum(r["done_before"] for r in routes.values())
     wp_password = set_wp_admin_password(stack)
     n8n_url = start_editor(stack, job_id)
     save_state(stack, {"job_id": job_id, "wp_admin_password": wp_password, "n8n": n8n_url})
@@ -184,7 +185,7 @@ def demo():
                         "draft_in_wordpress_before_rerun": before["drafts"], "ledger_state_before_rerun": draft_op["state"]},
         "rerun": {"seconds": rerun["seconds"], "steps": routes},
         "awaiting_approval": {"action": "publish", "operation_key": waiting.get("operation_key"),
-                              "content_digest": waiting.get("content_digest"), "post_id": wp.get("post_id")},
+                              "content_digest": (waiting.get("operation") or {}).get("request_hash"), "post_id": wp.get("post_id")},
         "wordpress": {"post_id": wp.get("post_id"), "status": wp.get("status"), "media_ids": wp["media_ids"],
                       "featured_media": wp.get("featured_media"), "seo": wp.get("seo")},
         "ledger_counts": report["counts"],

@@ -306,7 +306,8 @@ class PipelineStack:
         self.install_node_package()
         creds = [
             {**CRED_LEDGER, "type": "durableLedgerApi", "data": {"baseUrl": self.ledger_for_n8n, "token": self.tokens["runner"]}},
-            {**CRED_OPENAI, "type": "openAiApi", "data": {"apiKey": "standin-key", "url": self.openai_url}},
+            # The Gated HTTP Request nodes authenticate with the package's own credential (bearer).
+            {**CRED_OPENAI, "type": "durableHttpAuthApi", "data": {"kind": "bearer", "token": "standin-key"}},
         ]
         path = self.n8n_folder / "credentials.json"
         path.write_text(json.dumps(creds))
@@ -449,7 +450,8 @@ class PipelineStack:
     def article(self, job_id: str) -> dict | None:
         for op in self.operations(job_id):
             if op["action"] == "generate_article" and op["state"] == "CONFIRMED":
-                return op["receipt"]["article"]
+                # The receipt keeps the completion's message (Receipt Fields choices.0.message.content).
+                return json.loads(op["receipt"]["choices"]["0"]["message"]["content"])
         return None
 
     def approve_publish(self, job_id: str, note: str = "approved") -> dict:
@@ -508,14 +510,21 @@ def interrupted_run(stack: PipelineStack, workflow_id: str, job_id: str, action:
     return {**result, "request": trap.request, "upstream_status": trap.upstream_status}
 
 
-def begin_routes(run: dict) -> dict:
-    """Per Begin Step node of one execution: how many items left by Proceed / Already Done / Needs Attention."""
+GATED_STEPS = tuple(n["name"] for n in json.loads(WORKFLOW_FILE.read_text())["nodes"]
+                    if n["parameters"].get("operation") == "gatedRequest")
+
+
+def step_routes(run: dict) -> dict:
+    """Per Gated HTTP Request node of one execution: how many items left by Done (sent and
+    confirmed now) / Done Before (an earlier run's receipt) / Attention, and which actions."""
     routes = {}
     for name in (run or {}).get("data", {}).get("resultData", {}).get("runData", {}):
-        if name.startswith("Begin: "):
-            outs = outputs_of(run, name) or []
-            routes[name[len("Begin: "):]] = {k: len(outs[i]) if i < len(outs) else 0
-                                             for i, k in enumerate(("proceed", "already_done", "needs_attention"))}
+        if name in GATED_STEPS:
+            outs = (outputs_of(run, name) or []) + [[], [], []]
+            routes[name] = {}
+            for i, k in enumerate(("done", "done_before", "attention")):
+                routes[name][k] = len(outs[i] or [])
+                routes[name][k + "_actions"] = [(it.get("durable") or {}).get("action") for it in outs[i] or []]
     return routes
 
 

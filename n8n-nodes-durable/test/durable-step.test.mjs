@@ -559,10 +559,11 @@ describe('wait for approval', () => {
 
 	test('wait_for_approval_refuses_other_reasons_and_a_missing_resumable_wait_node', async () => {
 		const item = await halted(uniqueJob('wait-bad'));
-		const denied = { json: { ...item.json, durable: { ...item.json.durable, reason: 'approval_denied' } } };
+		const explanation = 'An approver denied this exact payload; nothing was done. (denied by approver-1: too long)';
+		const denied = { json: { ...item.json, durable: { ...item.json.durable, reason: 'approval_denied', explanation } } };
 		await assert.rejects(runNode({ items: [denied], credentials: creds, params: waitParams() }), (err) => {
 			assert.ok(err instanceof workflow.NodeOperationError);
-			assert.match(err.message, /approval_denied/);
+			assert.equal(err.message, `approval_denied: ${explanation}`, 'the reason and the approver\'s why, as Needs Attention fails');
 			assert.match(err.description, /If node/);
 			return true;
 		});

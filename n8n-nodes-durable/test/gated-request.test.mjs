@@ -1,5 +1,6 @@
 // Gated HTTP Request against a REAL ledger and a local remote that counts what it committed.
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import http from 'node:http';
 import { after, before, describe, test } from 'node:test';
 import { runNode } from './fake-context.mjs';
@@ -260,6 +261,50 @@ describe('gated http request', () => {
 		const [done2, before2] = await run(jobId, 'ok', options, undefined, 'exec-B');
 		assert.deepEqual([done2.length, before2.length], [0, 1]);
 		assert.notEqual(before2[0].durable.fencing_token, done[0].durable.fencing_token);
+	});
+
+	test('a_digest_payload_is_what_the_ledger_digests_for_a_remote_that_checks_it_itself', async () => {
+		const jobId = uniqueJob('gr-payload');
+		// The remote's own digest of this write (as the publishing proxy digests its writes).
+		const options = (order) => ({ gateOptions: { timeout: 500, ticketInBody: true, payload: { order } } });
+		const [done] = await run(jobId, 'ok', options(7));
+		const key = done[0].durable.operation_key;
+		const res = await fetch(`${ledger.url}/v1/operations/${encodeURIComponent(key)}`, { headers: { Authorization: `Bearer ${RUNNER_TOKEN}` } });
+		const operation = (await res.json()).operation ?? {};
+		assert.equal(operation.request_hash, createHash('sha256').update('{"order":7}').digest('hex'));
+		// A re-run with another payload is refused before anything is sent, as with the request digest.
+		const before = remote.state.requests.length;
+		const [, , attention] = await run(jobId, 'ok', options(8));
+		assert.equal(attention[0].durable.reason, 'digest_mismatch');
+		assert.equal(remote.state.requests.length, before);
+		await assert.rejects(run(uniqueJob('gr-payload-bad'), 'ok', { gateOptions: { payload: '[1]' } }), /"Digest Payload" must be a JSON object/);
+	});
+
+	test('approval_required_goes_to_attention_and_wait_for_approval_registers_it_with_its_defaults', async () => {
+		const jobId = uniqueJob('gr-approval');
+		const options = { gateOptions: { timeout: 500, requiresApproval: true, target: 'orders:test' } };
+		const before = remote.state.requests.length;
+		const [done, , attention] = await run(jobId, 'ok', options);
+		assert.deepEqual([done.length, attention.length], [0, 1]);
+		assert.equal(remote.state.requests.length, before, 'nothing is sent without the approval');
+		const durable = attention[0].durable;
+		assert.equal(durable.reason, 'approval_required');
+		assert.ok(durable.operation_key && Number.isInteger(durable.fencing_token), JSON.stringify(durable));
+		// Wait for Approval with its default Operation Key and Fencing Token ($json.durable.*).
+		const resumeUrl = 'http://127.0.0.1:5678/webhook-waiting/88?signature=tok-88';
+		const { out } = await runNode({
+			items: [{ json: attention[0] }],
+			credentials: creds,
+			executionId: '88',
+			params: {
+				operation: 'waitForApproval',
+				operationKey: (i, item) => item.json.durable.operation_key,
+				fencingToken: (i, item) => item.json.durable.fencing_token,
+				resumeUrl,
+			},
+		});
+		assert.equal(out[0][0].json.durable.waiting_for, 'approval');
+		assert.equal(out[0][0].json.durable.wait.execution_id, '88');
 	});
 
 	test('a_bad_url_is_a_clear_error_and_nothing_is_begun', async () => {

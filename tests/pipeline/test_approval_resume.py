@@ -1,11 +1,11 @@
 """n8n resumes by itself (issue 14, item 4): the article pipeline parks at the approval, and the
 approver's decision resumes the waiting execution, with nobody running the workflow again.
 
-    n8n execute ─▶ ... Begin: Publish ─approval_required─▶ Register: Approval Wait ─▶ Wait (webhook)
+    n8n execute ─▶ ... Publish ─approval_required (Attention)─▶ Wait for Approval ─▶ Wait (webhook)
                                                                  │ POST /v1/operations/{key}/wait
     approver ─▶ POST /v1/operations/{key}/approve|deny ─▶ ledger ─▶ deliverer ─▶ POST resume URL
                                                                          ▼
-                       n8n start (same PostgreSQL) resumes the execution ─▶ Begin: Publish again
+                       n8n start (same PostgreSQL) resumes the execution ─▶ Publish again
 
 The execution is started by `n8n execute` (the shipped workflow as it is, Manual Trigger) and
 parks; a long-running `n8n start` on the same n8n database receives the resume call. n8n runs
@@ -141,8 +141,9 @@ def run_to_approval_wait(st: ResumeStack, job_id: str) -> dict:
     run = st.execute(wf)
     assert run["exit"] == 0 and run["error"] is None, run["error"]
     assert run["run"]["status"] == "waiting", run["run"].get("status")
-    assert outputs_of(run["run"], "Waiting for Approval")[0][0]["waiting_for"] == "approval"
-    registered = outputs_of(run["run"], "Register: Approval Wait")[0][0]["durable"]["wait"]
+    waiting = outputs_of(run["run"], "Wait for Approval")[0][0]["durable"]
+    assert waiting["waiting_for"] == "approval" and waiting["reason"] == "approval_required"
+    registered = waiting["wait"]
     (execution,) = st.executions(wf)
     assert execution["status"] == "waiting", execution
     (wait,) = st.waits(job_id)
@@ -176,14 +177,17 @@ def test_approval_resumes_the_waiting_execution_which_publishes_once(rstack):
           f"attempts {wait['delivery']['attempts']}")
 
 
-def test_denial_resumes_the_execution_which_stops_on_needs_attention(rstack):
+def test_denial_resumes_the_execution_which_stops_with_the_reason(rstack):
     st, job_id = rstack, "rs-deny"
     execution = run_to_approval_wait(st, job_id)
     st.decide(job_id, "deny", "the headline overpromises")
     done = st.wait_status(workflow_id(job_id), execution["id"], ("success", "error", "crashed"))
     assert done["status"] == "error"
     data = st.execution_data(execution["id"])
-    assert "approval_denied" in data and "Stop: Not Approved" in data and "the headline overpromises" in data
+    # Publish, resumed, answers approval_denied on Attention; Wait for Approval ends the execution
+    # with the ledger's reason and the approver's.
+    # "reason: explanation": the error Wait for Approval ends the execution with (Publish routes it).
+    assert "approval_denied: " in data and "the headline overpromises" in data
     assert st.wordpress_counts(job_id)["published"] == 0
     (wait,) = st.waits(job_id)
     assert (wait["delivery"]["state"], wait["delivery"]["decision"]) == ("delivered", "denied")
@@ -213,29 +217,29 @@ def test_n8n_down_at_approval_time_is_resumed_once_when_back(rstack):
           f"delivered on attempt {wait['delivery']['attempts']}")
 
 
-def _editor_screenshot(st, tmp_path, file_name, must_show, window="1600,900", focus=None):
+def _editor_screenshot(st, tmp_path, file_name, must_show, window="1600,900", focus=None, below=60):
     """The n8n editor with the shipped workflow at fit-to-window, in Debian's headless Chromium;
     with `focus` (node names) only the part of the canvas around those nodes (a large window, so
-    they are legible). DURABLE_UPDATE_SCREENSHOTS=1 also writes it to docs/img/ for the docs.
+    they are legible; `below`: the margin under them, for edges that run below). DURABLE_UPDATE_SCREENSHOTS=1 also writes it to docs/img/ for the docs.
     Returns the node labels."""
     with Editor(st.n8n_url, tmp_path, window=window) as editor:
-        names = editor.open_workflow(workflow_id("rs-approve"), 31, must_show=must_show)
-        shot = editor.save(tmp_path / file_name, clip=editor.box_around(focus) if focus else None)
+        names = editor.open_workflow(workflow_id("rs-approve"), 20, must_show=must_show)
+        shot = editor.save(tmp_path / file_name, clip=editor.box_around(focus, below) if focus else None)
     print(f"\nDURABLE_RESUME editor screenshot {shot}")
     return names
 
 
 def test_zz_editor_shows_the_approval_loop(rstack, tmp_path):
     """docs/img/n8n-approval-wait.png: the approval loop only, legible (not the whole pipeline)."""
-    loop = ("Begin: Publish", "Approval Pending?", "Register: Approval Wait", "Wait: Approver Decides",
-            "Stop: Not Approved", "Proxy: Publish", "Record: Publish")
-    _editor_screenshot(rstack, tmp_path, "n8n-approval-wait.png", loop[1:5], window="3200,1800", focus=loop)
+    loop = ("Publish", "Wait for Approval", "Wait: Approver Decides", "Checkpoint: Published")
+    # The edge from the Wait node back into Publish runs under the nodes: a deeper margin below.
+    _editor_screenshot(rstack, tmp_path, "n8n-approval-wait.png", loop, window="3200,1800", focus=loop, below=110)
 
 
 def test_zz_editor_shows_the_whole_pipeline(rstack, tmp_path):
     """docs/img/article-pipeline.png: every section and sticky note of the workflow at fit-to-window."""
     names = _editor_screenshot(rstack, tmp_path, "article-pipeline.png",
-                               ("Start Job", "Begin: Generate Article", "Record: Create Draft", "Verify Read-Back",
-                                "Begin: Publish", "Stop: Uploads or Draft Need Attention"))
+                               ("Start Job", "Write Article", "Upload Media", "Create Draft", "Verify Read-Back",
+                                "Publish", "Wait for Approval", "Checkpoint: Published"))
     nodes = json.loads((REPO / "workflows" / "article-pipeline.json").read_text())["nodes"]
     assert len(names) >= len([n for n in nodes if not n["type"].endswith("stickyNote")])

@@ -9,7 +9,7 @@ import json
 
 import pytest
 from conftest import CASES, job_for, workflow_for
-from pipeline_stack import begin_routes, interrupted_run, outputs_of
+from pipeline_stack import interrupted_run, outputs_of, step_routes
 
 RESULTS = {}
 
@@ -42,14 +42,17 @@ def test_pipeline_interrupted_then_rerun_ends_exactly_once(stack, action, point)
 
     rerun = stack.execute(wf)
     assert rerun["exit"] == 0 and rerun["error"] is None, rerun["error"]
-    waiting = outputs_of(rerun["run"], "Waiting for Approval")[0][0]
+    waiting = outputs_of(rerun["run"], "Wait for Approval")[0][0]["durable"]
     assert waiting["waiting_for"] == "approval"
-    routes = begin_routes(rerun["run"])
+    routes = step_routes(rerun["run"])
     step = {"upload_media:inline-1": "Upload Media"}.get(action, action.replace("_", " ").title().replace("Seo", "SEO"))
     if point == "before_send":
-        assert routes[step]["proceed"] >= 1  # absent in WordPress: sent again, under the same key
+        assert action in routes[step]["done_actions"], routes[step]  # absent in WordPress: sent again, same key
     elif action.startswith(("create_draft", "upload_media")):
-        assert routes[step]["proceed"] == 0  # found in WordPress (or in the ledger): reused
+        # Found in WordPress (or in the ledger): reused, not sent again. (The uploads are sent one
+        # after the other, so an upload after the interrupted one may be sent only now.)
+        assert action in routes[step]["done_before_actions"], routes[step]
+        assert action not in routes[step]["done_actions"], routes[step]
     wp, report = assert_exactly_once(stack, job_id)
     RESULTS[f"{action} {point}"] = {"drafts": wp["drafts"], "media": wp["media"], "seo_verified": wp["seo_verified"],
                                     "resource_packs": wp["resource_packs"], "published": wp["published"],
@@ -61,10 +64,10 @@ def test_pipeline_publishes_once_only_after_approval_even_if_interrupted(stack):
     job_id = "art-approval"
     wf = workflow_for(job_id)
     first = stack.execute(wf)
-    assert first["error"] is None and outputs_of(first["run"], "Waiting for Approval")
+    assert first["error"] is None and outputs_of(first["run"], "Wait for Approval")
     assert stack.wordpress_counts(job_id)["published"] == 0
     again = stack.execute(wf)  # still no approval: still nothing published
-    assert outputs_of(again["run"], "Waiting for Approval")
+    assert outputs_of(again["run"], "Wait for Approval")
     assert stack.wordpress_counts(job_id)["published"] == 0
 
     stack.approve_publish(job_id)

@@ -1,11 +1,11 @@
-"""Static check of workflows/article-pipeline.json (no stack): each Begin Step's payload is the
-write the Proxy HTTP Request after it sends, spelled with the same expressions.
+"""Static check of workflows/article-pipeline.json (no stack): each proxy write is a Gated HTTP
+Request whose Digest Payload is the write its JSON Body sends, spelled with the same expressions.
 
-The proxy forwards a write only if its digest equals the begin payload's digest (docs/proxy.md,
+The proxy forwards a write only if its digest equals the operation's digest (docs/proxy.md,
 "Every write is one the ledger dispatched"): the body without operation_key / job_id /
-fencing_token, plus post_id from the path for post routes, content_base64 replaced by
-content_base64_sha256. A drift between the two sides would only show as a 422 digest_mismatch in
-a real run; this names the field at once.
+fencing_token (the node adds them, "Add Step Ticket to Body", outside the digest), plus post_id
+from the path for post routes, content_base64 replaced by content_base64_sha256. A drift between
+the two sides would only show as a 422 digest_mismatch in a real run; this names the field at once.
 """
 import json
 import re
@@ -14,17 +14,12 @@ from pathlib import Path
 import pytest
 
 WORKFLOW = Path(__file__).resolve().parents[2] / "workflows" / "article-pipeline.json"
-IDENTITY = {"operation_key": "$json.durable.operation_key", "job_id": "$json.durable.job_id",
-            "fencing_token": "$json.durable.fencing_token"}
-PAIRS = [("Begin: Upload Media", "Proxy: Upload Media"), ("Begin: Create Draft", "Proxy: Create Draft"),
-         ("Begin: Set SEO", "Proxy: Set SEO"), ("Begin: Add Resource Pack", "Proxy: Add Resource Pack"),
-         ("Begin: Publish", "Proxy: Publish")]
 EXPECTED_FIELDS = {
-    "Begin: Upload Media": {"content_base64_sha256", "filename", "mime_type", "alt_text", "title"},
-    "Begin: Create Draft": {"title", "content", "excerpt", "featured_media"},
-    "Begin: Set SEO": {"post_id", "seo"},
-    "Begin: Add Resource Pack": {"post_id", "content", "resource_pack"},
-    "Begin: Publish": {"post_id", "content_sha256", "title", "featured_media"},
+    "Upload Media": {"content_base64_sha256", "filename", "mime_type", "alt_text", "title"},
+    "Create Draft": {"title", "content", "excerpt", "featured_media"},
+    "Set SEO": {"post_id", "seo"},
+    "Add Resource Pack": {"post_id", "content", "resource_pack"},
+    "Publish": {"post_id", "content_sha256", "title", "featured_media"},
 }
 
 
@@ -52,11 +47,10 @@ def _split_top(text):
     return [p.strip() for p in parts + [cur] if p.strip()]
 
 
-def _object(expr, wrapper):
-    """{key: expression} of the object literal inside `wrapper({ ... })` of an n8n expression."""
-    m = re.fullmatch(r"=\{\{ " + re.escape(wrapper) + r"\(\{ (.*) \}\)" + r"\)" * wrapper.count("(") + r" \}\}",
-                     expr, re.S)
-    assert m, f"not of the form {wrapper}({{ ... }}): {expr}"
+def _object(expr):
+    """{key: expression} of the object literal of an n8n expression `={{ { ... } }}`."""
+    m = re.fullmatch(r"=\{\{ \{ (.*) \} \}\}", expr, re.S)
+    assert m, f"not of the form {{{{ {{ ... }} }}}}: {expr}"
     fields = {}
     for part in _split_top(m.group(1)):
         key, _, value = part.partition(":")
@@ -64,20 +58,30 @@ def _object(expr, wrapper):
     return fields
 
 
-@pytest.mark.parametrize("begin,proxy", PAIRS, ids=[b for b, _ in PAIRS])
-def test_workflow_begin_payload_is_the_proxy_write(begin, proxy):
+def test_workflow_every_proxy_write_is_a_gated_request_with_the_ticket():
     nodes = _nodes()
-    payload = _object(nodes[begin]["parameters"]["payload"], "JSON.parse(JSON.stringify")
-    body = _object(nodes[proxy]["parameters"]["jsonBody"], "JSON.stringify")
-    assert set(payload) == EXPECTED_FIELDS[begin], payload
-    for key, value in IDENTITY.items():
-        assert body.pop(key) == value, (proxy, key)
-    write = dict(body)
+    writes = {name for name, n in nodes.items() if "/v1/sites/" in n["parameters"].get("url", "")
+              and n["parameters"].get("method", "GET") != "GET"}
+    assert writes == set(EXPECTED_FIELDS), writes
+    for name in writes:
+        p = nodes[name]["parameters"]
+        assert p["operation"] == "gatedRequest" and p["authentication"] == "durableLedgerApi", name
+        assert p["gateOptions"]["ticketInBody"] is True, name
+        assert p["gateOptions"]["target"] == "={{ 'wordpress:' + $('Config').first().json.site }}", name
+        assert "?strict=1" in p["url"], name
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_FIELDS))
+def test_workflow_digest_payload_is_the_proxy_write(name):
+    p = _nodes()[name]["parameters"]
+    payload = _object(p["gateOptions"]["payload"])
+    write = _object(p["jsonBody"])
+    assert set(payload) == EXPECTED_FIELDS[name], payload
+    assert not {"operation_key", "job_id", "fencing_token"} & set(write), "the node adds the ticket itself"
     if "content_base64" in write:
         write["content_base64_sha256"] = write.pop("content_base64") + ".hash('sha256')"
     if "post_id" in payload:
-        url = nodes[proxy]["parameters"]["url"]
-        m = re.search(r"/posts/\{\{ (.*?) \}\}", url)
-        assert m, url
+        m = re.search(r"/posts/\{\{ (.*?) \}\}", p["url"])
+        assert m, p["url"]
         write["post_id"] = m.group(1)
-    assert write == payload, f"{begin} payload differs from the write {proxy} sends"
+    assert write == payload, f"{name}: the Digest Payload differs from the write it sends"

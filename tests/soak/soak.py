@@ -37,7 +37,7 @@ the ledger), so interruptions land anywhere: before a Begin Step, between the di
 remote write, between the write and its receipt, before a checkpoint.
 
                  t_interrupt                                  t_recovered
-    run 1 ──────────X            run 2 (re-run) ─────────────────▶ Waiting for Approval
+    run 1 ──────────X            run 2 (re-run) ─────────────────▶ Wait for Approval
                     └──────────── time to recover ────────────┘
 
 Nothing here trusts the ledger's word for the counters: drafts and media are counted in
@@ -84,11 +84,12 @@ WRITES_PER_RUN = 6  # POSTs to WordPress in a clean run: 3 media, draft, SEO, re
 KINDS = ("n8n_kill", "ledger_kill", "response_drop", "competing", "hostile")
 PHASES = ["SOURCES_COLLECTED", "BODY_GENERATED", "QA_PASSED", "IMAGES_READY", "MEDIA_UPLOADED",
           "DRAFT_CONFIRMED", "SEO_VERIFIED", "AWAITING_APPROVAL", "PUBLISHED"]
-PHASE_OF_ACTION = {"generate_article": "BODY_GENERATED", "generate_images": "IMAGES_READY",
+PHASE_OF_ACTION = {"generate_article": "BODY_GENERATED", "generate_image": "IMAGES_READY",
                    "upload_media": "MEDIA_UPLOADED", "create_draft": "DRAFT_CONFIRMED",
                    "set_seo": "SEO_VERIFIED", "add_resource_pack": "SEO_VERIFIED", "publish": "PUBLISHED"}
 # What must be CONFIRMED in the ledger (and exist in WordPress) for a phase to be legitimate.
-PHASE_REQUIRES = {"BODY_GENERATED": ["generate_article"], "IMAGES_READY": ["generate_images"],
+PHASE_REQUIRES = {"BODY_GENERATED": ["generate_article"],
+                  "IMAGES_READY": ["generate_image:hero", "generate_image:inline-1", "generate_image:inline-2"],
                   "MEDIA_UPLOADED": ["upload_media:hero", "upload_media:inline-1", "upload_media:inline-2"],
                   "DRAFT_CONFIRMED": ["create_draft"], "SEO_VERIFIED": ["set_seo", "add_resource_pack"]}
 
@@ -154,7 +155,7 @@ class Run:
             self._reader.join(10)
         stdout = self.out[0] if self.out else ""
         run = None if self.killed else parse_run(stdout)
-        waiting = bool(run and outputs_of(run, "Waiting for Approval"))
+        waiting = bool(run and outputs_of(run, "Wait for Approval"))
         return {"killed": self.killed, "exit": self.proc.returncode, "waiting_for_approval": waiting,
                 "error": run_error(run) if run else ("killed" if self.killed else "no run data"),
                 "seconds": round(time.monotonic() - self.t0, 1), "end": time.monotonic()}
@@ -312,7 +313,7 @@ class QueueRun:
             if row and row[1]:
                 data = self.stack.sql('SELECT data FROM execution_data WHERE "executionId" = %s', self.eid)
                 run = {"data": unflatten(data[0][0])} if data else None
-        waiting = bool(status in ("success", "waiting") and run and outputs_of(run, "Waiting for Approval"))
+        waiting = bool(status in ("success", "waiting") and run and outputs_of(run, "Wait for Approval"))
         error = run_error(run) if run else ("killed" if self.killed else f"no run data (status {status})")
         return {"killed": self.killed, "exit": status, "waiting_for_approval": waiting, "error": error,
                 "seconds": round(time.monotonic() - self.t0, 1), "end": time.monotonic(),

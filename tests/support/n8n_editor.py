@@ -110,15 +110,16 @@ class Editor:
             lambda d: d.find_elements(By.CSS_SELECTOR, "[data-test-id='node-parameters']"))
         time.sleep(1.0)  # the panel's fields render after it opens
 
-    def box_around(self, names) -> dict:
-        """The page rectangle around the named canvas nodes, with a margin (for `save(clip=...)`)."""
+    def box_around(self, names, below: int = 60) -> dict:
+        """The page rectangle around the named canvas nodes, with a margin (for `save(clip=...)`);
+        `below`: the margin under them, for edges that run below the nodes."""
         box = self.driver.execute_script("""
           const want = arguments[0];
           const r = [...document.querySelectorAll(arguments[1])]
             .filter(n => want.some(w => n.innerText.split('\\n').includes(w))).map(n => n.getBoundingClientRect());
           const x0 = Math.max(0, Math.min(...r.map(b => b.left)) - 80), y0 = Math.max(0, Math.min(...r.map(b => b.top)) - 60);
           return {n: r.length, x: x0, y: y0, width: Math.max(...r.map(b => b.right)) + 80 - x0,
-                  height: Math.max(...r.map(b => b.bottom)) + 60 - y0};""", list(names), CANVAS_NODE)
+                  height: Math.max(...r.map(b => b.bottom)) + arguments[2] - y0};""", list(names), CANVAS_NODE, below)
         assert box.pop("n") == len(names), (box, names)
         return box
 

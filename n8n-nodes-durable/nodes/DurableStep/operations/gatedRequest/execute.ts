@@ -4,7 +4,7 @@ import type { GatedPrepared } from '../gated/effect';
 import { gatedOperation } from '../gated/operation';
 import { prepareGated } from '../gated/prepare';
 import { receiptPaths } from './answer';
-import { digestPayload, readCall } from './request';
+import { digestPayload, explicitPayload, readCall } from './request';
 import { httpEffect } from './send';
 
 /** Item i's request and the begin that gates it (its payload is the request's digest input). */
@@ -19,7 +19,7 @@ export function prepareRequest(ctx: IExecuteFunctions, i: number): GatedPrepared
 					idPath: String(ctx.getNodeParameter('lookUpRemoteIdPath', i, '') ?? '').trim() || remoteIdPath,
 				}
 			: undefined;
-	return prepareGated(ctx, i, digestPayload(call), httpEffect(call, remoteIdPath, paths, lookUp));
+	return prepareGated(ctx, i, explicitPayload(ctx, i) ?? digestPayload(call), httpEffect(call, remoteIdPath, paths, lookUp));
 }
 
 /**

@@ -158,6 +158,14 @@ export const gatedRequestFields: INodeProperties[] = [
 				'Whether to add operation_key, job_id and fencing_token to the body as sent (for a remote that checks the ledger itself, such as the publishing proxy). They are not part of the digest.',
 		},
 		{
+			displayName: 'Digest Payload',
+			name: 'payload',
+			type: 'json',
+			default: '',
+			description:
+				'What the ledger digests (and an approver sees) instead of the request as sent (its method, URL and body). Only for a remote that checks the digest itself against its own definition and refuses a request that differs, such as the publishing proxy (docs/proxy.md): elsewhere the request could drift from what was digested.',
+		},
+		{
 			displayName: 'Idempotency Header',
 			name: 'idempotencyHeader',
 			type: 'string',

@@ -1,6 +1,6 @@
 import type { IDataObject, IExecuteFunctions, IHttpRequestMethods } from 'n8n-workflow';
 import { NodeOperationError } from 'n8n-workflow';
-import { jsonParam, optionalString, requiredString } from '../../params';
+import { jsonObject, jsonParam, optionalString, parseJson, requiredString } from '../../params';
 
 /** The request as it will be sent; its digest covers method, URL (query included) and body. */
 export interface HttpCall {
@@ -90,5 +90,17 @@ export function readCall(ctx: IExecuteFunctions, i: number): HttpCall {
  */
 export function digestPayload(call: HttpCall): IDataObject {
 	return { method: call.method, url: call.url, body: (call.body ?? null) as IDataObject };
+}
+
+/**
+ * Gate Option "Digest Payload": the payload a remote that checks the ledger itself digests (the
+ * publishing proxy: the body without the ticket, plus the post id of the path, a file by its
+ * sha256). That remote refuses a request whose own digest differs, so the binding holds there.
+ */
+export function explicitPayload(ctx: IExecuteFunctions, i: number): IDataObject | undefined {
+	const options = ctx.getNodeParameter('gateOptions', i, {}) as IDataObject;
+	const raw = options.payload;
+	if (raw === undefined || raw === null || (typeof raw === 'string' && raw.trim() === '')) return undefined;
+	return jsonObject(parseJson(raw, ctx, i, 'Digest Payload', {}), ctx, i, 'Digest Payload');
 }
 

@@ -5,12 +5,20 @@ import { ledgerCall, operationPath } from '../../transport';
 import { PROCEED, type DurableOperation, type StepResult } from '../../types';
 import { checkWaitNodeFollows } from './waitNode';
 
+/**
+ * Only approval_required parks the execution. Any other reason ends it here with the ledger's
+ * reason and explanation, as Needs Attention does by default: in the loop Gated HTTP Request
+ * (Attention) -> Wait for Approval -> Wait -> the same Gated HTTP Request, a denial comes back
+ * on Attention after the resume and stops the execution with the approver's reason.
+ */
 function checkApprovalRequired(ctx: IExecuteFunctions, i: number, durable: IDataObject): void {
 	if (typeof durable.reason === 'string' && durable.reason !== 'approval_required') {
-		throw new NodeOperationError(ctx.getNode(), `This step stopped with "${durable.reason}", not approval_required`, {
+		const step = typeof durable.action === 'string' && durable.action ? ` (step ${durable.action})` : '';
+		throw new NodeOperationError(ctx.getNode(), `${durable.reason}: ${String(durable.explanation ?? '')}`, {
 			itemIndex: i,
 			description:
-				'Wait for Approval only follows a Begin Step that answered approval_required. Route other Needs Attention reasons (approval_denied, stale_fencing_token, ...) elsewhere, for example with an If node on {{ $json.durable.reason }}.',
+				`Wait for Approval parks only a step that answered approval_required; this one${step} stopped with "${durable.reason}", so the execution ends here. ` +
+				'To handle other reasons in the workflow (approval_denied, stale_fencing_token, ...), route them elsewhere first, for example with an If node on {{ $json.durable.reason }}.',
 		});
 	}
 }

@@ -4,7 +4,7 @@ import { DEFAULT_ITEM_FENCING_TOKEN, show } from '../../sharedFields';
 export const waitForApprovalFields: INodeProperties[] = [
 	{
 		displayName:
-			'Put a Wait node after this one (Resume: On Webhook Call, HTTP Method: POST) and connect it back to the Begin Step that answered approval_required. When an approver approves or denies, the ledger calls this execution\'s resume URL once; Begin Step then publishes, or stops with approval_denied.',
+			'Put a Wait node after this one (Resume: On Webhook Call, HTTP Method: POST) and connect it back to the Begin Step or Gated HTTP Request that answered approval_required. When an approver approves or denies, the ledger calls this execution\'s resume URL once; that node then asks again: it proceeds, or answers approval_denied and this node ends the execution with the reason.',
 		name: 'waitNotice',
 		type: 'notice',
 		default: '',
@@ -16,7 +16,7 @@ export const waitForApprovalFields: INodeProperties[] = [
 		type: 'string',
 		required: true,
 		default: '={{ $json.durable.operation_key }}',
-		description: 'The step waiting for approval. Defaults to the item from the Needs Attention output of Begin Step.',
+		description: 'The step waiting for approval. Defaults to the item from the Attention output of Begin Step or Gated HTTP Request.',
 		displayOptions: show('waitForApproval'),
 	},
 	{
