@@ -515,16 +515,20 @@ GATED_STEPS = tuple(n["name"] for n in json.loads(WORKFLOW_FILE.read_text())["no
 
 
 def step_routes(run: dict) -> dict:
-    """Per Gated HTTP Request node of one execution: how many items left by Done (sent and
-    confirmed now) / Done Before (an earlier run's receipt) / Attention, and which actions."""
+    """Per Gated HTTP Request node of one execution: how many items left as done (sent and
+    confirmed now) / done before (an earlier run's receipt, on the Done Before output or, with
+    "Done Before Items: On the Done Output", on Done) / attention, and which actions."""
     routes = {}
     for name in (run or {}).get("data", {}).get("resultData", {}).get("runData", {}):
         if name in GATED_STEPS:
-            outs = (outputs_of(run, name) or []) + [[], [], []]
-            routes[name] = {}
-            for i, k in enumerate(("done", "done_before", "attention")):
-                routes[name][k] = len(outs[i] or [])
-                routes[name][k + "_actions"] = [(it.get("durable") or {}).get("action") for it in outs[i] or []]
+            routes[name] = {k: 0 for k in ("done", "done_before", "attention")}
+            routes[name].update({k + "_actions": [] for k in ("done", "done_before", "attention")})
+            for i, items in enumerate(outputs_of(run, name) or []):
+                for it in items or []:
+                    d = it.get("durable") or {}
+                    k = "done_before" if d.get("decision") == "reuse_receipt" else "done" if i == 0 else "attention"
+                    routes[name][k] += 1
+                    routes[name][k + "_actions"].append(d.get("action"))
     return routes
 
 

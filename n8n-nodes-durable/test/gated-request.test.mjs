@@ -240,6 +240,17 @@ describe('gated http request', () => {
 		assert.equal(committed(jobId), 3);
 	});
 
+	test('done_before_items_can_share_the_done_output_so_the_next_node_runs_once', async () => {
+		const jobId = uniqueJob('gr-oneout');
+		const perItem = { action: (i) => `create_order:${i + 1}`, doneBefore: 'done' };
+		const items = [1, 2].map((n) => ({ json: { order: n } }));
+		await run(jobId, 'ok', perItem, items.slice(0, 1)); // an earlier run did the first one
+		const out = await run(jobId, 'ok', perItem, items);
+		assert.equal(out.length, 2, 'Done and Attention only');
+		assert.deepEqual(out[0].map((j) => j.durable.decision), ['reuse_receipt', 'recorded']);
+		assert.equal(committed(jobId), 2);
+	});
+
 	test('by_default_attention_fails_the_execution_with_the_reason', async () => {
 		const jobId = uniqueJob('gr-fail');
 		await assert.rejects(run(jobId, 'after500', { needsAttention: undefined }), /outcome_unknown/);

@@ -1,7 +1,7 @@
 import type { INodeCredentialDescription, INodeProperties } from 'n8n-workflow';
 import { needsAttentionField } from './attention';
 import { beginStepFields } from './operations/beginStep/fields';
-import { gatedActionField } from './operations/gated/fields';
+import { doneBeforeField, gatedActionField } from './operations/gated/fields';
 import { gatedRequestFields } from './operations/gatedRequest/fields';
 import { reconcileFields } from './operations/reconcile/fields';
 import { recordOutcomeFields } from './operations/recordOutcome/fields';
@@ -116,5 +116,6 @@ export const properties: INodeProperties[] = [
 	...recordOutcomeFields,
 	...waitForApprovalFields,
 	...saveCheckpointFields,
-	needsAttentionField, // Begin Step, Report Lookup, Record Outcome (1.2)
+	doneBeforeField, // the one-node operations
+	needsAttentionField, // Begin Step, Report Lookup, Record Outcome, the one-node operations (1.2)
 ];

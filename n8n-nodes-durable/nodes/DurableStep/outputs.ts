@@ -8,7 +8,7 @@ import type { INodeOutputConfiguration, INodeParameters } from 'n8n-workflow';
  * | Begin Step | Proceed, Done Before, Attention (+ Look Up with "Route Unknown Outcomes to Look Up") |
  * | Report Lookup | Proceed, Done Before, Attention |
  * | Record Outcome | Done, Attention (1.1 and later) |
- * | Gated HTTP Request, Gated Sub-workflow | Done, Done Before, Attention |
+ * | Gated HTTP Request, Gated Sub-workflow | Done, Done Before (unless on Done), Attention |
  * | others | one output (1.1 and later) |
  *
  * The labels are the routes Already Done and Needs Attention (types.ts) in fewer letters.
@@ -32,7 +32,11 @@ export function configuredOutputs(parameters: INodeParameters, version: number):
 	const attention = routed ? [main('Needs Attention')] : [];
 	const gate = [main('Proceed'), main('Already Done'), ...attention];
 	if (operation === 'beginStep') return options.routeToLookUp === true ? [...gate, main('Look Up')] : gate;
-	if (operation === 'gatedRequest' || operation === 'gatedSubworkflow') return [main('Done'), main('Already Done'), ...attention];
+	if (operation === 'gatedRequest' || operation === 'gatedSubworkflow') {
+		// "Done Before Items: On the Done Output": one output for done now and done before, so a
+		// step of several items (some sent now, some by an earlier run) runs the next node once.
+		return parameters.doneBefore === 'done' ? [main('Done'), ...attention] : [main('Done'), main('Already Done'), ...attention];
+	}
 	if (version < 1.1) return [main('Proceed'), main('Already Done'), main('Needs Attention')];
 	if (operation === 'reportLookup') return gate;
 	if (operation === 'recordOutcome') return [main('Done'), ...attention];

@@ -11,6 +11,7 @@ function outputLayout(ctx: IExecuteFunctions, operation: string): Route[] {
 		operation,
 		beginOptions: ctx.getNodeParameter('beginOptions', 0, {}) as INodeParameters,
 		needsAttention: routesAttention(ctx, operation) ? 'route' : 'fail',
+		doneBefore: ctx.getNodeParameter('doneBefore', 0, 'separate') as string,
 	};
 	const version = Number(ctx.getNode().typeVersion ?? 1);
 	return configuredOutputs(parameters, version).map((o) => (OUTPUT_ROUTES[o.displayName ?? PROCEED] ?? PROCEED) as Route);

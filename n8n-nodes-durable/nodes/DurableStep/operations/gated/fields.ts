@@ -16,6 +16,29 @@ export const gatedActionField: INodeProperties = {
 	displayOptions: show(...GATED_OPERATIONS),
 };
 
+/** Where Done Before items go: their own output (default) or the Done output. */
+export const doneBeforeField: INodeProperties = {
+	displayName: 'Done Before Items',
+	name: 'doneBefore',
+	type: 'options',
+	options: [
+		{
+			name: 'On Their Own Output',
+			value: 'separate',
+			description: 'Done Before is an output of its own: wire it where an earlier run\'s result should go',
+		},
+		{
+			name: 'On the Done Output',
+			value: 'done',
+			description:
+				'Done and Done Before items leave by one output (durable.decision tells them apart), so the next node runs once for a step of several items',
+		},
+	],
+	default: 'separate',
+	description: 'Where the items of steps an earlier run already did go',
+	displayOptions: show(...GATED_OPERATIONS),
+};
+
 /** Receipt: which answer fields become the step's remote id and kept receipt (one copy per operation). */
 export const receiptFields = (operation: string): INodeProperties[] => [
 	{
