@@ -15,9 +15,6 @@ ledger guarantees is that the second write is never taken for the attempt's outc
 from __future__ import annotations
 
 import json
-import os
-import sqlite3
-import subprocess
 import threading
 import time
 from types import SimpleNamespace
@@ -25,8 +22,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import quote
 
 import pytest
-import requests
-from pipeline_stack import CRED_LEDGER, HERE as STACK, LEDGER_BIN, PipelineStack, Service, free_port, wait_http
+from n8n_server import RetryStack, signed_in
+from pipeline_stack import CRED_LEDGER
 
 WORKFLOW_ID = "wfRetryCrash"
 JOB_ID = "retry-crash-1"
@@ -73,81 +70,6 @@ class CountingRemote:
         self._release.set()
         self.server.shutdown()
         self.server.server_close()
-
-
-class RetryStack(PipelineStack):
-    """The ledger (SQLite) and n8n on its own SQLite database: no WordPress, proxy or OpenAI."""
-
-    def __init__(self, workdir):
-        super().__init__(workdir, say=lambda m: print(f"[retry] {m}"))
-        self.ports["n8n"] = free_port()
-        self.n8n_url = f"http://127.0.0.1:{self.ports['n8n']}"
-        self.openai_url = "http://127.0.0.1:9/v1"  # the stack's credentials file names one; unused
-        self.server = None
-
-    def start(self, ledger_relay=False):
-        t = self.tokens
-        env = {**os.environ, "DURABLE_DATABASE_URL": f"sqlite:///{self.workdir / 'ledger.db'}",
-               "DURABLE_BOOTSTRAP_TOKENS": f"demo:runner:{t['runner']},demo:editor:{t['editor']}",
-               "DURABLE_LOG_LEVEL": "INFO", "DURABLE_DATA_DIR": str(self.workdir)}
-        subprocess.run([str(LEDGER_BIN), "init-db"], env=env, check=True, capture_output=True)
-        port = free_port()
-        self.ledger_url = f"http://127.0.0.1:{port}"
-        self._ledger_spec = ([str(LEDGER_BIN), "serve", "--host", "127.0.0.1", "--port", str(port),
-                              "--workers", "1", "--threads", "4"], env)
-        self._spawn_ledger()
-        self._prepare_n8n()
-        return self
-
-    def n8n_env(self) -> dict:
-        return {**super().n8n_env(), "N8N_PORT": str(self.ports["n8n"]), "N8N_LISTEN_ADDRESS": "127.0.0.1"}
-
-    def start_server(self):
-        self.server = Service("n8n-server", ["bash", str(STACK / "n8n.sh"), "n8n", "start"], self.n8n_env(),
-                              self.workdir / "n8n-server.log")
-        self.services.append(self.server)
-        wait_http(self.n8n_url + "/healthz/readiness", timeout=180, proc=self.server.proc, log=self.server.log_path)
-
-    def executions(self) -> list[dict]:
-        con = sqlite3.connect(self.n8n_folder / ".n8n" / "database.sqlite")
-        try:
-            rows = con.execute('SELECT id, status, finished, "retryOf" FROM execution_entity ORDER BY id').fetchall()
-        finally:
-            con.close()
-        return [{"id": str(i), "status": s, "finished": bool(f), "retry_of": r} for i, s, f, r in rows]
-
-    def run_data(self, execution_id: str) -> dict:
-        con = sqlite3.connect(self.n8n_folder / ".n8n" / "database.sqlite")
-        try:
-            (data,) = con.execute('SELECT data FROM execution_data WHERE "executionId" = ?', (execution_id,)).fetchone()
-        finally:
-            con.close()
-        return unflatten(data)["resultData"]["runData"]
-
-
-def unflatten(text: str):
-    """n8n stores execution data in `flatted`'s format: a JSON array whose first entry is the root
-    and in which every string inside an object or array is the index of another entry."""
-    items, cache = json.loads(text), {}
-
-    def resolve(i):
-        i = int(i)
-        if i not in cache:
-            v = items[i]
-            if isinstance(v, list):
-                cache[i] = out = []
-                out.extend(walk(x) for x in v)
-            elif isinstance(v, dict):
-                cache[i] = out = {}
-                out.update((k, walk(x)) for k, x in v.items())
-            else:
-                cache[i] = v
-        return cache[i]
-
-    def walk(x):
-        return resolve(x) if isinstance(x, str) else x
-
-    return resolve(0)
 
 
 def durable(name, parameters):
@@ -199,18 +121,6 @@ def stack(tmp_path_factory):
     finally:
         remote.close()
         st.stop()
-
-
-def signed_in(url: str) -> requests.Session:
-    s = requests.Session()
-    s.headers["browser-id"] = "durable-retry-test"
-    owner = {"email": "owner@example.test", "firstName": "Demo", "lastName": "Owner", "password": "Durable-Steps-1"}
-    r = s.post(f"{url}/rest/owner/setup", json=owner, timeout=30)
-    if r.status_code != 200:
-        r = s.post(f"{url}/rest/login", json={"emailOrLdapLoginId": owner["email"], "password": owner["password"]},
-                   timeout=30)
-    assert r.status_code == 200, r.text
-    return s
 
 
 def wait_finished(st: RetryStack, retry_of: str, timeout: float = 120) -> dict:

@@ -1,0 +1,82 @@
+"""One order workflow in three variants, each started by a production webhook whose body names
+the business id (`order_id`, also the ledger's job id):
+
+    plain   Webhook -> Create Order (HTTP Request)
+    begin   Webhook -> Start Job -> Begin Step -> Create Order (HTTP Request, error output)
+                                                   -> Record Outcome          (node 1.2 defaults)
+    gated   Webhook -> Start Job -> Create Order (Durable Step 1.3, Gated HTTP Request with its
+                                                  built-in Look Up on the remote's by-key route)
+
+`Create Order` is the side effect in every variant: Retry On Fail is set on it when asked.
+"""
+from __future__ import annotations
+
+import uuid
+
+from pipeline_stack import CRED_LEDGER
+
+VARIANTS = ("plain", "begin", "gated")
+DURABLE = "n8n-nodes-durable.durableStep"
+GATED_VERSION = 1.3
+TIMEOUT_MS = 1500  # the side effect's client timeout; the remote's "slow" answer comes after 4 s
+ORDER_ID = "$('Webhook').item.json.body.order_id"
+
+
+def _durable(name: str, parameters: dict, version: float = 1.2) -> dict:
+    return {"name": name, "type": DURABLE, "typeVersion": version, "parameters": parameters,
+            "credentials": {"durableLedgerApi": CRED_LEDGER}}
+
+
+def _http(remote_url: str, idempotency_key: str | None, error_output: bool) -> dict:
+    node = {"name": "Create Order", "type": "n8n-nodes-base.httpRequest", "typeVersion": 4.2,
+            "parameters": {"method": "POST", "url": f"{remote_url}/orders", "sendBody": True, "specifyBody": "json",
+                           "jsonBody": f"={{{{ JSON.stringify({{ order_id: {ORDER_ID} }}) }}}}",
+                           "options": {"timeout": TIMEOUT_MS}}}
+    if idempotency_key:
+        node["parameters"].update(sendHeaders=True, headerParameters={"parameters": [
+            {"name": "Idempotency-Key", "value": idempotency_key}]})
+    if error_output:
+        node["onError"] = "continueErrorOutput"
+    return node
+
+
+def _gated(remote_url: str) -> dict:
+    return _durable("Create Order", {
+        "operation": "gatedRequest", "action": "create_order", "method": "POST", "url": f"{remote_url}/orders",
+        "bodyType": "json", "jsonBody": f"={{{{ {{ order_id: {ORDER_ID} }} }}}}",
+        "lookUp": True, "lookUpUrl": f"{remote_url}/orders/by-key/{{operation_key}}",
+        "gateOptions": {"timeout": TIMEOUT_MS}}, version=GATED_VERSION)
+
+
+def workflow(variant: str, wf_id: str, path: str, remote_url: str, *, retry_on_fail: bool = False,
+             save_progress: bool = False) -> dict:
+    webhook = {"name": "Webhook", "type": "n8n-nodes-base.webhook", "typeVersion": 2, "webhookId": str(uuid.uuid4()),
+               "parameters": {"httpMethod": "POST", "path": path, "responseMode": "onReceived", "options": {}}}
+    start = _durable("Start Job", {"operation": "startJob", "jobId": "={{ $json.body.order_id }}"})
+    if variant == "plain":
+        nodes, chain = [webhook, _http(remote_url, None, False)], ["Webhook", "Create Order"]
+    elif variant == "begin":
+        nodes = [webhook, start, _durable("Begin Step", {"operation": "beginStep", "action": "create_order"}),
+                 _http(remote_url, "={{ $json.durable.operation_key }}", True),
+                 _durable("Record Outcome", {"operation": "recordOutcome"})]
+        chain = ["Webhook", "Start Job", "Begin Step", "Create Order", "Record Outcome"]
+    elif variant == "gated":
+        nodes, chain = [webhook, start, _gated(remote_url)], ["Webhook", "Start Job", "Create Order"]
+    else:
+        raise ValueError(variant)
+    side_effect = next(n for n in nodes if n["name"] == "Create Order")
+    if retry_on_fail:
+        side_effect.update(retryOnFail=True, maxTries=3, waitBetweenTries=200)
+    for i, n in enumerate(nodes):
+        n.update(id=str(uuid.uuid4()), position=[220 * i, 300])
+
+    def to(*names):
+        return {"main": [[{"node": n, "type": "main", "index": 0}] for n in names]}
+
+    connections = {a: to(b) for a, b in zip(chain, chain[1:])}
+    if variant == "begin":  # both outputs of the side effect (success, error) to Record Outcome
+        connections["Create Order"] = to("Record Outcome", "Record Outcome")
+    return {"id": wf_id, "name": f"Orders ({variant}) {wf_id}", "nodes": nodes, "connections": connections,
+            "active": False, "settings": {"executionOrder": "v1", "saveExecutionProgress": save_progress,
+                                          "saveManualExecutions": True, "saveDataErrorExecution": "all",
+                                          "saveDataSuccessExecution": "all"}}
