@@ -4,7 +4,7 @@ the business id (`order_id`, also the ledger's job id):
     plain   Webhook -> Create Order (HTTP Request)
     begin   Webhook -> Start Job -> Begin Step -> Create Order (HTTP Request, error output)
                                                    -> Record Outcome          (node 1.2 defaults)
-    gated   Webhook -> Start Job -> Create Order (Durable Step 1.3, Gated HTTP Request with its
+    gated   Webhook -> Start Job -> Create Order (Durable Step 1.2, Gated HTTP Request with its
                                                   built-in Look Up on the remote's by-key route)
 
 `Create Order` is the side effect in every variant: Retry On Fail is set on it when asked.
@@ -17,7 +17,7 @@ from pipeline_stack import CRED_LEDGER
 
 VARIANTS = ("plain", "begin", "gated")
 DURABLE = "n8n-nodes-durable.durableStep"
-GATED_VERSION = 1.3
+GATED_VERSION = 1.2  # the Gated HTTP Request is an operation of node 1.2 (no new version)
 TIMEOUT_MS = 1500  # the side effect's client timeout; the remote's "slow" answer comes after 4 s
 ORDER_ID = "$('Webhook').item.json.body.order_id"
 

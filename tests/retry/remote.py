@@ -80,7 +80,10 @@ class RecordingRemote:
         return False
 
     def release(self):
-        self._released.set()
+        """Answer every held write (their callers are gone by now); later holds wait again."""
+        with self._lock:
+            self._released.set()
+            self._released = threading.Event()
 
     def close(self):
         self._released.set()
@@ -105,12 +108,13 @@ class RecordingRemote:
                                   "id": remote_id, "t": time.time()})
             if key:
                 self.by_key.setdefault(key, remote_id)
+            released = self._released
             if mode == "hold":
                 self.held += 1
                 self._held.notify_all()
         # committed above; now the answer
         if mode == "hold":
-            self._released.wait(300)
+            released.wait(300)
         elif mode == "slow":
             time.sleep(SLOW_S)
         elif mode == "delay":
