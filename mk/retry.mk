@@ -1,9 +1,13 @@
-# n8n's Retry of a crashed execution (issue 22, defect 10): real n8n 2.40.7 with "Save Execution
-# Progress", SIGKILLed while a counting remote holds the write's answer, then Retry through n8n's
-# REST API; the ledger must not confirm the second write (Record Outcome -> Needs Attention).
+# n8n's own retry buttons never repeat a side effect (issue 22, defect 10; issue 23): real n8n
+# 2.40.7 and the real ledger against a local remote that counts every write per order, for plain
+# n8n, Begin Step + Record Outcome and the Gated HTTP Request. Retry On Fail, "Retry execution"
+# (REST API), kill -9 + re-run + Retry with Save Execution Progress off and on, the same trigger
+# twice, and queue mode (a worker SIGSTOPped past its Bull lock, Redis + PostgreSQL). One n8n per
+# module; about 3.5 minutes. The table of what was measured: $(DURABLE_CACHE)/retry-suite.md.
 TEST_TARGETS += test-retry
 
 .PHONY: test-retry
 
 test-retry: pipeline-deps
+	bash stack/ensure-services.sh postgres redis
 	$(PY) -m pytest -q -s tests/retry

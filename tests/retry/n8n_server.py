@@ -145,6 +145,15 @@ class RetryStack(PipelineStack):
         err = self.result_data(execution_id).get("error") or {}
         return err.get("message")
 
+    def reason_of(self, execution_id: str) -> str | None:
+        """Durable Step 1.2 fails an execution with `<reason>: <explanation>`: the reason; any
+        other error as n8n words it."""
+        msg = self.error_of(execution_id)
+        if not msg:
+            return None
+        head = msg.split(":", 1)[0]
+        return head if head.replace("_", "").isalnum() and head.islower() else msg[:80]
+
     def nodes_run(self, execution_id: str) -> dict[str, int]:
         """Node name -> how many runs it has in the execution's data (a Retry's data holds the
         runs it resumed from too)."""

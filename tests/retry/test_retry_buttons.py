@@ -64,15 +64,6 @@ def job_state(st: RetryStack, order_id: str) -> str | None:
     return ",".join(o["state"] for o in ops) or None
 
 
-def reason_of(st: RetryStack, execution_id: str) -> str | None:
-    """Durable Step 1.2 fails an execution with `<reason>: <explanation>`; other errors as n8n says."""
-    msg = st.error_of(execution_id)
-    if not msg:
-        return None
-    head = msg.split(":", 1)[0]
-    return head if head.replace("_", "").isalnum() and head.islower() else msg[:80]
-
-
 def run(st: RetryStack, variant: str, config: str, order_id: str, times: int = 1) -> list[dict]:
     """Fire the workflow's webhook for the order and wait until the new execution(s) ended."""
     wf = wf_id(variant, config)
@@ -98,7 +89,7 @@ def observe(st, remote, order_id: str, executions: list[dict]) -> dict:
     return {"order_id": order_id, "writes": len(remote.writes(order_id)),
             "lookups": len(remote.lookups(order_id)),
             "executions": [f"{e['mode']}:{e['status']}" for e in executions],
-            "reasons": [reason_of(st, e["id"]) for e in executions],
+            "reasons": [st.reason_of(e["id"]) for e in executions],
             "failed_nodes": [st.failed_node(e["id"]) for e in executions],
             "nodes_run": [st.nodes_run(e["id"]) for e in executions],
             "ledger": job_state(st, order_id)}
@@ -170,15 +161,15 @@ EXPECT |= {
                           ledger="NEEDS_REVIEW"),
     ("cr-on", "gated"): E(1, [CRASH, RETRY_OK, OK], [CRASHED, None, None], "the Retry resumes at the gated node: "
                           "the Look Up finds the write, Done; the re-run: Done Before", ledger="CONFIRMED", lookups=1),
-    ("d-seq", "plain"): E(2, [OK, OK], [None, None], "two orders"),
-    ("d-seq", "begin"): E(1, [OK, OK], [None, None], "the second run: Done Before", ledger="CONFIRMED"),
-    ("d-seq", "gated"): E(1, [OK, OK], [None, None], "the second run: Done Before", ledger="CONFIRMED"),
+    ("d1-seq", "plain"): E(2, [OK, OK], [None, None], "two orders"),
+    ("d1-seq", "begin"): E(1, [OK, OK], [None, None], "the second run: Done Before", ledger="CONFIRMED"),
+    ("d1-seq", "gated"): E(1, [OK, OK], [None, None], "the second run: Done Before", ledger="CONFIRMED"),
     # At the same moment the order of the two executions is a race: asserted as sets.
-    ("d-conc", "plain"): {"writes": 2, "what": "two orders"},
-    ("d-conc", "begin"): {"writes": 1, "refused": {"stale_fencing_token", "needs_review"}, "what": "one execution "
+    ("d2-conc", "plain"): {"writes": 2, "what": "two orders"},
+    ("d2-conc", "begin"): {"writes": 1, "refused": {"stale_fencing_token", "needs_review"}, "what": "one execution "
                           "writes; the other is fenced out (stale_fencing_token: the later Start Job took the job "
                           "over) or, if it began after the write was sent, stops at needs_review"},
-    ("d-conc", "gated"): {"writes": 1, "refused": {"stale_fencing_token"}, "what": "one execution writes; the other "
+    ("d2-conc", "gated"): {"writes": 1, "refused": {"stale_fencing_token"}, "what": "one execution writes; the other "
                           "is fenced out (stale_fencing_token) or gets Done Before"},
 }
 
@@ -303,7 +294,7 @@ def test_d_same_trigger_twice_sequentially(stack):
     for v in variants():
         o = f"d-seq-{v}"
         ended = run(st, v, "base", o) + run(st, v, "base", o)
-        check("d-seq", "(d) the same webhook twice, one after the other", v, observe(st, remote, o, ended))
+        check("d1-seq", "(d) the same webhook twice, one after the other", v, observe(st, remote, o, ended))
 
 
 def test_d_same_trigger_twice_concurrently(stack):
@@ -325,4 +316,4 @@ def test_d_same_trigger_twice_concurrently(stack):
         t.join(60)
     for v, o in orders.items():
         ended = st.wait_executions(wf_id(v, "base"), before[v] + 2)[before[v]:]
-        check("d-conc", "(d) the same webhook twice at the same moment", v, observe(st, remote, o, ended))
+        check("d2-conc", "(d) the same webhook twice at the same moment", v, observe(st, remote, o, ended))
