@@ -18,7 +18,8 @@ from pipeline_stack import CRED_LEDGER
 VARIANTS = ("plain", "begin", "gated")
 DURABLE = "n8n-nodes-durable.durableStep"
 GATED_VERSION = 1.2  # the Gated HTTP Request is an operation of node 1.2 (no new version)
-TIMEOUT_MS = 1500  # the side effect's client timeout; the remote's "slow" answer comes after 4 s
+TIMEOUT_MS = 5000  # the side effect's client timeout; the remote's "slow" answer comes after 7 s (a kill
+# scenario holds six answers at once: every one must still be waiting when n8n is killed)
 ORDER_ID = "$('Webhook').item.json.body.order_id"
 
 

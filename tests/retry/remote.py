@@ -12,6 +12,7 @@ serves every scenario of a module at once:
     fail500   committed, then 500 (the client cannot tell it was written)
     slow      committed, then the answer after SLOW_S, past the client's timeout
     hold      committed, then the answer held until `release()` (n8n is killed meanwhile)
+    late      committed only LATE_S after the request arrived (a slow backend), then 201
 
 Lookups are planned the same way (`lookup_plan`: "fail500" answers 500 once, else the truth).
 """
@@ -24,7 +25,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote
 
 DELAY_S = 0.6
-SLOW_S = 4.0
+SLOW_S = 7.0
+LATE_S = 2.5
 
 
 class RecordingRemote:
@@ -99,6 +101,13 @@ class RecordingRemote:
             body = {}
         order_id = str(body.get("order_id"))
         key = h.headers.get("Idempotency-Key")
+        with self._lock:
+            n = 1 + sum(1 for r in self.requests if r["kind"] == "write" and r["order_id"] == order_id)
+            plan = self.plan.get(order_id) or []
+            late = n <= len(plan) and plan[n - 1] == "late"
+            self.requests.append({"kind": "arrived", "order_id": order_id, "key": key, "t": time.time()})
+        if late:
+            time.sleep(LATE_S)  # the request is in, nothing is written yet: a lookup now finds nothing
         with self._lock:
             n = 1 + sum(1 for r in self.requests if r["kind"] == "write" and r["order_id"] == order_id)
             plan = self.plan.get(order_id) or []

@@ -56,12 +56,15 @@ def stack(tmp_path_factory):
 
 # ---------------------------------------------------------------------- observing one order
 
-def job_state(st: RetryStack, order_id: str) -> str | None:
+def job_ops(st: RetryStack, order_id: str) -> list[dict]:
     try:
-        ops = st.ledger("GET", f"/v1/jobs/{quote(order_id, safe='')}/operations")["operations"]
+        return st.ledger("GET", f"/v1/jobs/{quote(order_id, safe='')}/operations")["operations"]
     except Exception:  # noqa: BLE001 - plain n8n has no job
-        return None
-    return ",".join(o["state"] for o in ops) or None
+        return []
+
+
+def job_state(st: RetryStack, order_id: str) -> str | None:
+    return ",".join(o["state"] for o in job_ops(st, order_id)) or None
 
 
 def run(st: RetryStack, variant: str, config: str, order_id: str, times: int = 1) -> list[dict]:
@@ -92,7 +95,19 @@ def observe(st, remote, order_id: str, executions: list[dict]) -> dict:
             "reasons": [st.reason_of(e["id"]) for e in executions],
             "failed_nodes": [st.failed_node(e["id"]) for e in executions],
             "nodes_run": [st.nodes_run(e["id"]) for e in executions],
-            "ledger": job_state(st, order_id)}
+            "ledger": job_state(st, order_id),
+            "ledger_attempts": [(o.get("attempt"), o.get("remote_id")) for o in job_ops(st, order_id)],
+            "receipts_kept": receipts_kept(st, order_id)}
+
+
+def receipts_kept(st: RetryStack, order_id: str) -> list:
+    """Remote ids the ledger kept as evidence (a receipt it would not take as the outcome)."""
+    out = []
+    for op in job_ops(st, order_id):
+        events = st.ledger("GET", f"/v1/operations/{quote(op['operation_key'], safe='')}")["events"]
+        out += [e["detail"]["receipt_kept"].get("remote_id") for e in events
+                if isinstance((e.get("detail") or {}).get("receipt_kept"), dict)]
+    return out
 
 
 # ---------------------------------------------------------------------- what was measured
@@ -165,6 +180,18 @@ EXPECT |= {
     ("d1-seq", "begin"): E(1, [OK, OK], [None, None], "the second run: Done Before", ledger="CONFIRMED"),
     ("d1-seq", "gated"): E(1, [OK, OK], [None, None], "the second run: Done Before", ledger="CONFIRMED"),
     # At the same moment the order of the two executions is a race: asserted as sets.
+    ("d3-late", "plain"): {"writes": 2, "what": "two orders"},
+    ("d3-late", "begin"): {"writes": 1, "reasons": ["stale_fencing_token", "needs_review"], "what": "the second "
+                           "run takes the job over and finds the step sent, outcome unknown, no reconciler: review "
+                           "queue; the first run's Record Outcome: stale_fencing_token, its receipt kept for the "
+                           "review"},
+    # Known defect (/docs: the built-in Look Up's "absent" is not definitive while the attempt
+    # it looks for may still land): asserted as 1, an expected failure while it writes twice.
+    ("d3-late", "gated"): {"writes": 1, "known_defect": "the second execution's Look Up answers 404 while the "
+                           "first request is still being written: absent, sent again (2 writes)",
+                           "what": "the second run takes the job over, its Look Up finds nothing yet (the first "
+                           "write is not committed) and the gated node sends the order again; the first "
+                           "execution's answer is refused (stale_fencing_token)"},
     ("d2-conc", "plain"): {"writes": 2, "what": "two orders"},
     ("d2-conc", "begin"): {"writes": 1, "refused": {"stale_fencing_token", "needs_review"}, "what": "one execution "
                           "writes; the other is fenced out (stale_fencing_token: the later Start Job took the job "
@@ -179,6 +206,9 @@ def check(scenario: str, title: str, variant: str, seen: dict):
     record(scenario, title, variant, {**seen, "what": exp.pop("what")})
     if os.environ.get("DURABLE_RETRY_EXPLORE"):
         return
+    defect = exp.pop("known_defect", None)
+    if defect and seen["writes"] != exp["writes"]:
+        pytest.xfail(f"{scenario}/{variant}: {defect}: {seen}")
     refused = exp.pop("refused", None)
     if refused is not None:  # a race: each execution either succeeded or was refused for one of these
         assert all(s == OK or r in refused for s, r in zip(seen["executions"], seen["reasons"])), seen
@@ -317,3 +347,33 @@ def test_d_same_trigger_twice_concurrently(stack):
     for v, o in orders.items():
         ended = st.wait_executions(wf_id(v, "base"), before[v] + 2)[before[v]:]
         check("d2-conc", "(d) the same webhook twice at the same moment", v, observe(st, remote, o, ended))
+
+
+def test_d_second_trigger_while_the_remote_is_still_writing(stack):
+    """The remote takes LATE_S to commit the first order; the same webhook fires again 1 s after
+    the first, while the first request is in but nothing is written yet."""
+    st, remote = stack
+    orders = {v: f"d-late-{v}" for v in variants()}
+    for o in orders.values():
+        remote.plan[o] = ["late"]
+    before = {v: len(st.executions(wf_id(v, "base"))) for v in orders}
+    for v, o in orders.items():
+        assert st.fire(wf_id(v, "base"), o) == 200
+    for o in orders.values():
+        assert wait_arrived(remote, o), remote.requests
+    time.sleep(1.0)
+    for v, o in orders.items():
+        assert st.fire(wf_id(v, "base"), o) == 200
+    for v, o in orders.items():
+        ended = st.wait_executions(wf_id(v, "base"), before[v] + 2)[before[v]:]
+        check("d3-late", "(d) the same webhook again while the remote is still writing the first", v,
+              observe(st, remote, o, ended))
+
+
+def wait_arrived(remote, order_id: str, timeout: float = 30) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(r["kind"] == "arrived" and r["order_id"] == order_id for r in list(remote.requests)):
+            return True
+        time.sleep(0.05)
+    return False
