@@ -97,16 +97,17 @@ def observe(st, remote, order_id: str, executions: list[dict]) -> dict:
             "nodes_run": [st.nodes_run(e["id"]) for e in executions],
             "ledger": job_state(st, order_id),
             "ledger_attempts": [(o.get("attempt"), o.get("remote_id")) for o in job_ops(st, order_id)],
-            "receipts_kept": receipts_kept(st, order_id)}
+            "review_candidates": review_candidates(st, order_id)}
 
 
-def receipts_kept(st: RetryStack, order_id: str) -> list:
-    """Remote ids the ledger kept as evidence (a receipt it would not take as the outcome)."""
+def review_candidates(st: RetryStack, order_id: str) -> list:
+    """For a step in the review queue: the remote ids the ledger kept as evidence, which the
+    review item offers an editor to confirm."""
     out = []
     for op in job_ops(st, order_id):
-        events = st.ledger("GET", f"/v1/operations/{quote(op['operation_key'], safe='')}")["events"]
-        out += [e["detail"]["receipt_kept"].get("remote_id") for e in events
-                if isinstance((e.get("detail") or {}).get("receipt_kept"), dict)]
+        if op["state"] == "NEEDS_REVIEW":
+            item = st.ledger("GET", f"/v1/reviews/{quote(op['operation_key'], safe='')}", role="editor")
+            out += [c["id"] for c in item.get("candidates") or []]
     return out
 
 
@@ -157,7 +158,7 @@ EXPECT |= {
     ("c-on", "begin"): E(2, [CRASH, ERR, RETRY_ERR], [CRASHED, "needs_review", "stale_fencing_token"], "re-run: "
                          "review queue; the Retry resumes after Begin Step (saved) and the HTTP node writes again; "
                          "Record Outcome: stale_fencing_token (the re-run took the job over), receipt kept for review",
-                         ledger="NEEDS_REVIEW"),
+                         ledger="NEEDS_REVIEW", review_candidates=["c-on-begin-2"]),
     ("c-on", "gated"): E(1, [CRASH, OK, RETRY_ERR], [CRASHED, None, "stale_fencing_token"], "re-run: the Look Up "
                          "finds the write, Done; the Retry resumes at the gated node, which asks the ledger first: "
                          "stale_fencing_token, nothing sent", ledger="CONFIRMED", lookups=1),
@@ -172,8 +173,8 @@ EXPECT |= {
                           "writes again; the re-run writes a third"),
     ("cr-on", "begin"): E(2, [CRASH, RETRY_ERR, ERR], [CRASHED, "execution_mismatch", "needs_review"], "the Retry "
                           "resumes after Begin Step and the HTTP node writes again; Record Outcome: execution_mismatch "
-                          "(another execution began the attempt), both receipts to review; the re-run: review queue",
-                          ledger="NEEDS_REVIEW"),
+                          "(another execution began the attempt), its receipt to review; the re-run: review queue",
+                          ledger="NEEDS_REVIEW", review_candidates=["cr-on-begin-2"]),
     ("cr-on", "gated"): E(1, [CRASH, RETRY_OK, OK], [CRASHED, None, None], "the Retry resumes at the gated node: "
                           "the Look Up finds the write, Done; the re-run: Done Before", ledger="CONFIRMED", lookups=1),
     ("d1-seq", "plain"): E(2, [OK, OK], [None, None], "two orders"),
@@ -184,7 +185,7 @@ EXPECT |= {
     ("d3-late", "begin"): {"writes": 1, "reasons": ["stale_fencing_token", "needs_review"], "what": "the second "
                            "run takes the job over and finds the step sent, outcome unknown, no reconciler: review "
                            "queue; the first run's Record Outcome: stale_fencing_token, its receipt kept for the "
-                           "review"},
+                           "review", "review_candidates": ["d-late-begin-1"]},
     # Known defect (/docs: the built-in Look Up's "absent" is not definitive while the attempt
     # it looks for may still land): asserted as 1, an expected failure while it writes twice.
     ("d3-late", "gated"): {"writes": 1, "known_defect": "the second execution's Look Up answers 404 while the "
