@@ -159,6 +159,12 @@ class RetryStack(PipelineStack):
         runs it resumed from too)."""
         return {name: len(runs) for name, runs in self.run_data(execution_id).items()}
 
+    def outputs(self, execution_id: str, node: str) -> list[int] | None:
+        """Items on each output of the node's last run (None: it did not run or failed)."""
+        runs = self.run_data(execution_id).get(node) or []
+        main = ((runs[-1].get("data") or {}).get("main") if runs else None)
+        return [len(items or []) for items in main] if main else None
+
     def failed_node(self, execution_id: str) -> str | None:
         rd = self.result_data(execution_id)
         return ((rd.get("error") or {}).get("node") or {}).get("name") or (rd.get("lastNodeExecuted") if rd.get("error") else None)

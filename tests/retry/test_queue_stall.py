@@ -166,13 +166,12 @@ MAX_STALLED = "This execution failed to be processed too many times and will no 
 EXPECT = {
     "plain": {"writes": 2, "what": "the resubmitted order runs on worker-2 and writes again; worker-1, resumed, "
               "finds its request timed out (error)"},
-    "begin": {"writes": 1, "reasons": ["invalid_transition", "needs_review"],
+    "begin": {"writes": 1, "reasons": ["stale_fencing_token", "needs_review"],
               "what": "the resubmitted order stops at Begin Step (sent, outcome unknown, no reconciler: review "
-              "queue); worker-1, resumed, times out and its Record Outcome is refused (invalid_transition: the "
-              "operation is in review)"},
-    "gated": {"writes": 1, "lookups": 1, "reasons": ["invalid_transition", None],
-              "what": "the resubmitted order: the Look Up finds worker-1's write, Done; worker-1, resumed, times "
-              "out and its outcome report is refused (invalid_transition: the operation is confirmed)"},
+              "queue); worker-1, resumed, times out and its Record Outcome is refused: stale_fencing_token"},
+    "gated": {"writes": 1, "lookups": 1, "reasons": ["stale_fencing_token", None],
+              "what": "the resubmitted order: the Look Up finds worker-1's write, Done Before; worker-1, resumed, "
+              "times out and its outcome report is refused: stale_fencing_token"},
 }
 
 
