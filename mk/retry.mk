@@ -3,7 +3,7 @@
 # n8n, Begin Step + Record Outcome and the Gated HTTP Request. Retry On Fail, "Retry execution"
 # (REST API), kill -9 + re-run + Retry with Save Execution Progress off and on, the same trigger
 # twice, and queue mode (a worker SIGSTOPped past its Bull lock, Redis + PostgreSQL). One n8n per
-# module; about 3.5 minutes. The table of what was measured: $(DURABLE_CACHE)/retry-suite.md.
+# module; 2 to 4 minutes here (2 cores). The table of what was measured: $(DURABLE_CACHE)/retry-suite.md.
 TEST_TARGETS += test-retry
 
 .PHONY: test-retry
