@@ -67,6 +67,10 @@ const WORKFLOWS = {
 		const row = remote.rows.find((r) => r.key === input.durable.operation_key);
 		return [row ? { result: 'found', remote_id: row.id, receipt: { id: row.id, link: `https://db.test/${row.id}` } } : { result: 'absent' }];
 	},
+	lookUpUndecidable: async ([input]) => {
+		remote.lookups.push(input);
+		return [{ result: 'undecidable', evidence: { searched: 'orders' } }];
+	},
 	lookUpConfused: async ([input]) => {
 		remote.lookups.push(input);
 		return [{ rows: 2 }];
@@ -201,13 +205,29 @@ describe('gated sub-workflow', () => {
 		assert.equal(committed(jobId), 1);
 	});
 
-	test('a_lookup_without_a_verdict_is_undecidable_and_nothing_runs_again', async () => {
+	test('a_lookup_without_a_verdict_proves_nothing_the_step_stays_unknown_and_a_fixed_lookup_settles_it', async () => {
 		const jobId = uniqueJob('gs-confused');
 		await run(jobId, 'insertThenFail', lookUp('lookUpConfused'));
 		const calls = remote.inputs.length;
 		const [done2, before2, attention2] = await run(jobId, 'insertThenFail', lookUp('lookUpConfused'));
 		assert.deepEqual([done2.length, before2.length, attention2.length], [0, 0, 1]);
-		assert.equal(remote.inputs.length, calls);
+		assert.equal(attention2[0].durable.reason, 'lookup_failed');
+		assert.match(attention2[0].durable.explanation, /answered result null, not result found, absent or undecidable/);
+		// A lookup sub-workflow that throws is the same: nothing proven, nothing reported.
+		const [, , attention3] = await run(jobId, 'insertThenFail', lookUp('missing'));
+		assert.equal(attention3[0].durable.reason, 'lookup_failed');
+		const [, before4] = await run(jobId, 'insertThenFail', lookUp());
+		assert.equal(before4.length, 1, 'the fixed lookup finds it');
+		assert.equal(remote.inputs.length, calls, 'never run again');
+		assert.equal(committed(jobId), 1);
+	});
+
+	test('an_answered_undecidable_goes_to_review', async () => {
+		const jobId = uniqueJob('gs-undecidable');
+		await run(jobId, 'insertThenFail', lookUp('lookUpUndecidable'));
+		const [, , attention2] = await run(jobId, 'insertThenFail', lookUp('lookUpUndecidable'));
+		assert.notEqual(attention2[0].durable.reason, 'lookup_failed');
+		assert.equal(attention2[0].durable.lookup.verdict ?? attention2[0].durable.lookup.result, 'undecidable', JSON.stringify(attention2[0].durable));
 		assert.equal(committed(jobId), 1);
 	});
 

@@ -50,17 +50,20 @@ const VERDICTS = new Set(['found', 'absent', 'undecidable']);
 /**
  * The lookup sub-workflow's answer, first item: `{result: found | absent | undecidable, remote_id,
  * receipt}`. found without remote_id: the operation key stands for it (as for a side effect that
- * creates nothing); no item or another result: undecidable (the step goes to review).
+ * creates nothing). No item, another result or a Wait: the lookup proved nothing, it throws (as a
+ * failing lookup sub-workflow does): the step stays unknown and the next run looks again, so that
+ * a fixed lookup can still settle it. Only an answered "undecidable" sends it to review.
  */
 export function verdictOf(answer: SubworkflowAnswer, ticket: StepTicket, ref: WorkflowRef): LookUpVerdict {
 	const json = answer.first ?? {};
 	const result = asText(json.result).toLowerCase();
+	if (answer.waiting) throw new Error(`the lookup sub-workflow "${ref.name}" went into a Wait node (execution ${answer.executionId})`);
+	if (!VERDICTS.has(result)) {
+		const got = answer.first ? `result ${JSON.stringify(json.result ?? null)}` : 'no item';
+		throw new Error(`the lookup sub-workflow "${ref.name}" (execution ${answer.executionId}) answered ${got}, not result found, absent or undecidable`);
+	}
 	const evidence: IDataObject = { lookup_workflow_id: ref.id, lookup_execution_id: answer.executionId };
 	if (json.evidence !== undefined) evidence.reported = json.evidence as IDataObject;
-	if (answer.waiting || !VERDICTS.has(result)) {
-		evidence.problem = answer.waiting ? 'the lookup sub-workflow went into a Wait node' : `no result found|absent|undecidable in its answer (got ${JSON.stringify(json.result ?? null)})`;
-		return { result: 'undecidable', evidence };
-	}
 	if (result !== 'found') return { result: result as LookUpVerdict['result'], evidence };
 	const remoteId = idAt(json, 'remote_id') ?? ticket.operation_key;
 	const receipt = json.receipt && typeof json.receipt === 'object' && !Array.isArray(json.receipt) ? (json.receipt as IDataObject) : {};
