@@ -165,6 +165,23 @@ describe('gated sub-workflow', () => {
 		await assert.rejects(run(uniqueJob('gs-volatile'), 'insert', { payloadSource: 'custom', payload: (i, item) => item.json }), /fencing_token.*digest_mismatch/);
 	});
 
+	test('a_custom_input_is_what_the_sub_workflow_gets_and_what_is_digested', async () => {
+		// After Start Job the item holds only the job and its lease: the business fields come from elsewhere.
+		const jobId = uniqueJob('gs-input');
+		const custom = { inputSource: 'custom', subworkflowInput: () => JSON.stringify({ order: 9, customer: 'C-1' }) };
+		const [done] = await run(jobId, 'insert', custom, [7]);
+		const input = remote.inputs.at(-1);
+		assert.deepEqual(Object.keys(input).sort(), ['customer', 'durable', 'order']);
+		assert.equal(done[0].order, 9);
+		// The digest is that input: the input item's own fields do not matter, the custom input's do.
+		const [, before2] = await run(jobId, 'insert', custom, [8]);
+		assert.equal(before2.length, 1);
+		const [, , attention3] = await run(jobId, 'insert', { ...custom, subworkflowInput: () => ({ order: 10, customer: 'C-1' }) });
+		assert.equal(attention3[0].durable.reason, 'digest_mismatch');
+		await assert.rejects(run(uniqueJob('gs-input-bad'), 'insert', { inputSource: 'custom', subworkflowInput: () => [1, 2] }), /"Input \(JSON\)" must be a JSON object/);
+		assert.equal(committed(jobId), 1);
+	});
+
 	test('a_sub_workflow_that_throws_after_writing_is_unknown_and_the_lookup_finds_it_without_a_second_write', async () => {
 		const jobId = uniqueJob('gs-throw');
 		const [done, , attention] = await run(jobId, 'insertThenFail', lookUp());

@@ -1,6 +1,6 @@
-import type { IDataObject, IExecuteFunctions } from 'n8n-workflow';
+import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 import { NodeOperationError } from 'n8n-workflow';
-import { jsonParam } from '../../params';
+import { jsonObject, jsonParam } from '../../params';
 import { volatileFields, withoutDurableFields } from '../beginStep/payload';
 import type { GatedPrepared } from '../gated/effect';
 import { gatedOperation } from '../gated/operation';
@@ -18,14 +18,26 @@ function executionIdOf(ctx: IExecuteFunctions): string | undefined {
 }
 
 /**
+ * What the sub-workflow gets (before the ticket is added): the input item, or a custom input (after
+ * Start Job, whose item holds only the job and its lease: the trigger's fields, for example); the
+ * input item's binary data either way.
+ */
+function baseInput(ctx: IExecuteFunctions, i: number): INodeExecutionData {
+	const item = ctx.getInputData()[i] ?? { json: {} };
+	const json =
+		ctx.getNodeParameter('inputSource', i, 'item') === 'custom'
+			? jsonObject(jsonParam(ctx, 'subworkflowInput', i, 'Input (JSON)', {}), ctx, i, 'Input (JSON)')
+			: item.json;
+	return item.binary ? { json, binary: item.binary } : { json };
+}
+
+/**
  * What the ledger digests: by default the sub-workflow's input without Durable Step's fields (the
  * ticket, Start Job's lease), so a re-run of the same item is the same step; or a custom payload,
  * refused when it holds fields that change with every run.
  */
-function payloadOf(ctx: IExecuteFunctions, i: number): IDataObject {
-	if (ctx.getNodeParameter('payloadSource', i, 'item') !== 'custom') {
-		return withoutDurableFields(ctx.getInputData()[i]?.json ?? {});
-	}
+function payloadOf(ctx: IExecuteFunctions, i: number, input: IDataObject): IDataObject {
+	if (ctx.getNodeParameter('payloadSource', i, 'item') !== 'custom') return withoutDurableFields(input);
 	const payload = jsonParam(ctx, 'payload', i, 'Payload (JSON)', {}) as IDataObject;
 	const volatile = volatileFields(payload, executionIdOf(ctx));
 	if (volatile.length) {
@@ -43,7 +55,8 @@ export function prepareSubworkflow(ctx: IExecuteFunctions, i: number): GatedPrep
 	const remoteIdPath = String(ctx.getNodeParameter('remoteIdPath', i, 'id') ?? '').trim();
 	const paths = receiptPaths(remoteIdPath, String(ctx.getNodeParameter('receiptFields', i, '') ?? ''));
 	const lookUp = ctx.getNodeParameter('lookUp', i, false) === true ? workflowRef(ctx, 'lookUpWorkflowId', i, 'Lookup Sub-Workflow') : undefined;
-	return prepareGated(ctx, i, payloadOf(ctx, i), subworkflowEffect(ref, remoteIdPath, paths, lookUp));
+	const base = baseInput(ctx, i);
+	return prepareGated(ctx, i, payloadOf(ctx, i, base.json), subworkflowEffect(base, ref, remoteIdPath, paths, lookUp));
 }
 
 /**

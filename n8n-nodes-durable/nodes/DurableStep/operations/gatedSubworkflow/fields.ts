@@ -22,18 +22,43 @@ export const gatedSubworkflowFields: INodeProperties[] = [
 	workflowSelector(
 		'Sub-Workflow',
 		'workflowId',
-		'The workflow that performs the side effect, starting with an Execute Workflow Trigger (Accept All Data). It gets the input item plus durable (job_id, action, operation_key, fencing_token, attempt) and runs once per dispatched attempt. Its last node\'s first item is the answer.',
+		'The workflow that performs the side effect, starting with an Execute Workflow Trigger (Accept All Data). It gets the Input plus durable (job_id, action, operation_key, fencing_token, attempt) and runs once per dispatched attempt. Its last node\'s first item is the answer.',
 		show('gatedSubworkflow'),
 	),
+	{
+		displayName: 'Input',
+		name: 'inputSource',
+		type: 'options',
+		options: [
+			{ name: 'Input Item', value: 'item', description: "This node's input item" },
+			{
+				name: 'Custom',
+				value: 'custom',
+				description: "An object, for example the trigger's fields (Start Job's item holds only the job and its lease)",
+			},
+		],
+		default: 'item',
+		description: 'What the sub-workflow gets, with durable (the step\'s ticket) added. The input item\'s binary data is passed along either way.',
+		displayOptions: show('gatedSubworkflow'),
+	},
+	{
+		displayName: 'Input (JSON)',
+		name: 'subworkflowInput',
+		type: 'json',
+		default: '{}',
+		placeholder: "{{ $('When Called').item.json }}",
+		description: 'The fields the sub-workflow gets, as JSON or an expression that returns an object',
+		displayOptions: only({ inputSource: ['custom'] }),
+	},
 	{
 		displayName: 'Payload',
 		name: 'payloadSource',
 		type: 'options',
 		options: [
 			{
-				name: 'Input Item Without Durable Step Fields',
+				name: 'Input Without Durable Step Fields',
 				value: 'item',
-				description: 'The item the sub-workflow gets, without what Start Job and Durable Step put there (fencing_token, lease, durable...)',
+				description: 'What the sub-workflow gets, without what Start Job and Durable Step put there (fencing_token, lease, durable...)',
 			},
 			{
 				name: 'Custom',
@@ -43,7 +68,7 @@ export const gatedSubworkflowFields: INodeProperties[] = [
 		],
 		default: 'item',
 		description:
-			'What the ledger digests for this step: a re-run with a different payload is refused with digest_mismatch. The sub-workflow always gets the whole item.',
+			'What the ledger digests for this step: a re-run with a different payload is refused with digest_mismatch. It does not change what the sub-workflow gets.',
 		displayOptions: show('gatedSubworkflow'),
 	},
 	{
