@@ -2,8 +2,9 @@
 
     n8n execute: AI Agent ──▶ OpenAI agent stand-in (stack/openai_agent_standin.py: scripted tool calls)
                     │
-                    └─ tool issue_refund ─▶ sub-workflow: Start Job ─▶ Begin Step ─▶ ledger (durable-ledger serve)
-                                                   └─▶ FaultRelay ─▶ refunds API (refund_service.py, counts creates)
+                    └─ tool issue_refund ─▶ sub-workflow: Start Job ─▶ Issue Refund (Gated Sub-Workflow) ─▶ ledger
+                                                   └─▶ sub-workflows Create Refund / Find Refund ─▶ FaultRelay ─▶ refunds API
+                                                       (refund_service.py, counts creates)
 
 Built on stack/pipeline_stack.py's PipelineStack (its n8n helpers: package install, credentials,
 import, `execute` with a relay trap and SIGKILL of the whole n8n process group).
@@ -27,8 +28,11 @@ from pipeline_stack import (  # noqa: E402
 
 AGENT_FILE = REPO / "workflows" / "agent-tools.json"
 TOOL_FILE = REPO / "workflows" / "agent-tools-refund-tool.json"
-SHIPPED_REFUNDS_URL = "http://127.0.0.1:8790"   # what the shipped tool workflow points at
+# the tool's side effect and its lookup, run by the tool's Gated Sub-Workflow node
+SUB_FILES = (REPO / "workflows" / "agent-tools-refund-create.json", REPO / "workflows" / "agent-tools-refund-find.json")
+SHIPPED_REFUNDS_URL = "http://127.0.0.1:8790"   # what the shipped sub-workflows point at
 TOOL_WORKFLOW_ID = "dsRefundTool"
+SUB_WORKFLOW_IDS = ("dsRefundCreate", "dsRefundFind")
 
 
 class AgentToolStack(PipelineStack):
@@ -82,10 +86,9 @@ class AgentToolStack(PipelineStack):
 
     # ------------------------------------------------------------------ workflows
 
-    def tool_workflow(self) -> dict:
-        """The shipped tool workflow, its refunds API URL pointed at this stack's relay."""
-        text = TOOL_FILE.read_text().replace(SHIPPED_REFUNDS_URL, self.relay.url)
-        return json.loads(text)
+    def tool_workflows(self) -> list[dict]:
+        """The shipped tool workflow and its two sub-workflows, the refunds API URL pointed at this stack's relay."""
+        return [json.loads(f.read_text().replace(SHIPPED_REFUNDS_URL, self.relay.url)) for f in (TOOL_FILE, *SUB_FILES)]
 
     def agent_workflow(self, workflow_id: str, request: dict, parallel: bool = False) -> dict:
         """The shipped agent workflow with this refund request (customer_id, refund_id, amount_cents,
@@ -103,11 +106,12 @@ class AgentToolStack(PipelineStack):
                 a["value"] = request[a["name"]]
         return wf
 
-    def publish(self, workflow_id: str = TOOL_WORKFLOW_ID):
-        """n8n 2.x runs a sub-workflow (a Call n8n Workflow Tool's target) only once it is published."""
-        out = self.n8n("publish:workflow", f"--id={workflow_id}")
-        if out.returncode != 0:
-            raise RuntimeError(f"n8n publish:workflow failed:\n{out.stdout}\n{out.stderr}")
+    def publish(self, workflow_ids=(TOOL_WORKFLOW_ID, *SUB_WORKFLOW_IDS)):
+        """n8n 2.x runs a sub-workflow (a Call n8n Workflow Tool's target, a Gated Sub-Workflow's) only once it is published."""
+        for workflow_id in workflow_ids:
+            out = self.n8n("publish:workflow", f"--id={workflow_id}")
+            if out.returncode != 0:
+                raise RuntimeError(f"n8n publish:workflow {workflow_id} failed:\n{out.stdout}\n{out.stderr}")
 
     # ------------------------------------------------------------------ counted at the remote
 
