@@ -1,6 +1,5 @@
+// The answer of a side effect (an HTTP response, a sub-workflow's item): its remote id and receipt.
 import type { IDataObject } from 'n8n-workflow';
-
-/* The answer of a side effect (an HTTP response, a sub-workflow's item): its remote id and receipt. */
 
 /** The value at a dot path ("data.id", "items.0.id"); undefined when any step is missing. */
 export function atPath(value: unknown, path: string): unknown {

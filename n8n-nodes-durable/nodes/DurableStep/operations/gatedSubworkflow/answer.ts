@@ -36,7 +36,7 @@ export function performedOf(answer: SubworkflowAnswer, ticket: StepTicket, remot
  * its side effect before: the attempt is unknown, never a failure to retry. A sub-workflow that
  * can prove nothing was written catches its error and answers `outcome: "failed"` instead.
  */
-export function thrownOf(error: unknown, ref: WorkflowRef): Performed {
+export function thrownOf(error: unknown, ref: WorkflowRef): { ok: false; declared: DeclaredOutcome; json: IDataObject } {
 	const executionId = executionIdOf(error);
 	const reason = asText((error as Error)?.message ?? error) || 'unknown error';
 	const message = `The sub-workflow "${ref.name}" failed${executionId ? ` (execution ${executionId})` : ''}: ${reason}`;

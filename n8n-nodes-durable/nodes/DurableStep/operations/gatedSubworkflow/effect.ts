@@ -15,12 +15,16 @@ async function performOnce(
 	try {
 		return performedOf(await runSubworkflow(ctx, ref, input), ticket, remoteIdPath, paths);
 	} catch (error) {
+		// The item leaves on Attention as it went in, with what the failure said.
 		const thrown = thrownOf(error, ref);
-		return 'declared' in thrown ? { ...thrown, json: { ...input.json, ...thrown.json } } : thrown;
+		return { ...thrown, json: { ...input.json, ...thrown.json } };
 	}
 }
 
-/** The lookup sub-workflow gets what the sub-workflow got (the item and the step's ticket). A throw is undecidable (lifecycle). */
+/**
+ * The lookup sub-workflow gets what the sub-workflow got (its input and the step's ticket). If it
+ * throws, the lookup proved nothing: the step stays unknown for the next run (lifecycle.ts).
+ */
 async function lookUpOnce(ctx: IExecuteFunctions, base: INodeExecutionData, ticket: StepTicket, ref: WorkflowRef): Promise<LookUpVerdict> {
 	return verdictOf(await runSubworkflow(ctx, ref, subworkflowInput(base, ticket)), ticket, ref);
 }
