@@ -61,6 +61,13 @@ const WORKFLOWS = {
 		insertRow(input);
 		return [];
 	},
+	// Takes 1.5 s before its write lands (a slow database, a queue).
+	slowInsert: async ([input]) => {
+		remote.inputs.push(input);
+		await new Promise((r) => setTimeout(r, 1500));
+		const row = insertRow(input);
+		return [{ id: row.id }];
+	},
 	// The lookup sub-workflow: finds the row by operation key.
 	lookUpRow: async ([input]) => {
 		remote.lookups.push(input);
@@ -246,6 +253,22 @@ describe('gated sub-workflow', () => {
 		assert.notEqual(attention2[0].durable.reason, 'lookup_failed');
 		assert.equal(attention2[0].durable.lookup.verdict ?? attention2[0].durable.lookup.result, 'undecidable', JSON.stringify(attention2[0].durable));
 		assert.equal(committed(jobId), 1);
+	});
+
+	test('with_an_in_flight_window_a_second_execution_does_not_run_it_again_while_the_first_may_still_write', async () => {
+		const jobId = uniqueJob('gs-twice');
+		const slow = { ...lookUp(), gateOptions: { inFlightMs: 3000 } };
+		const first = run(jobId, 'slowInsert', slow, [7], 'exec-A');
+		await new Promise((r) => setTimeout(r, 300));
+		const [done, before, attention] = await run(jobId, 'slowInsert', slow, [7], 'exec-B');
+		assert.deepEqual([done.length, before.length], [0, 0]);
+		assert.equal(attention[0].durable.reason, 'in_flight_lookup', JSON.stringify(attention[0].durable));
+		const [, , aAttention] = await first; // A was fenced out by B: its receipt is kept as evidence
+		assert.equal(aAttention[0].durable.reason, 'stale_fencing_token');
+		await new Promise((r) => setTimeout(r, 3000));
+		const [, again] = await run(jobId, 'slowInsert', slow, [7], 'exec-C');
+		assert.equal(again.length, 1, 'found: Done Before');
+		assert.equal(committed(jobId), 1, 'one write');
 	});
 
 	test('a_declared_failure_is_recorded_as_failed_and_retried_unless_it_says_not_to', async () => {

@@ -30,8 +30,16 @@ async function lookUpOnce(ctx: IExecuteFunctions, base: INodeExecutionData, tick
 }
 
 /** `base`: item i's input to the sub-workflow (the input item or the custom input), before the ticket is added. */
-export function subworkflowEffect(base: INodeExecutionData, ref: WorkflowRef, remoteIdPath: string, paths: string[], lookUp?: WorkflowRef): SideEffect {
+export function subworkflowEffect(
+	base: INodeExecutionData,
+	ref: WorkflowRef,
+	remoteIdPath: string,
+	paths: string[],
+	lookUp?: WorkflowRef,
+	inFlightMs = 0,
+): SideEffect {
 	return {
+		inFlightMs,
 		perform: (ctx, _i, ticket) => performOnce(ctx, base, ticket, ref, remoteIdPath, paths),
 		lookUp: lookUp ? (ctx, _i, ticket) => lookUpOnce(ctx, base, ticket, lookUp) : undefined,
 	};

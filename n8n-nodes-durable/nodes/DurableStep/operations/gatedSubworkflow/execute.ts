@@ -56,7 +56,9 @@ export function prepareSubworkflow(ctx: IExecuteFunctions, i: number): GatedPrep
 	const paths = receiptPaths(remoteIdPath, String(ctx.getNodeParameter('receiptFields', i, '') ?? ''));
 	const lookUp = ctx.getNodeParameter('lookUp', i, false) === true ? workflowRef(ctx, 'lookUpWorkflowId', i, 'Lookup Sub-Workflow') : undefined;
 	const base = baseInput(ctx, i);
-	return prepareGated(ctx, i, payloadOf(ctx, i, base.json), subworkflowEffect(base, ref, remoteIdPath, paths, lookUp));
+	const window = Number((ctx.getNodeParameter('gateOptions', i, {}) as IDataObject).inFlightMs ?? 0);
+	const effect = subworkflowEffect(base, ref, remoteIdPath, paths, lookUp, Number.isFinite(window) && window > 0 ? window : 0);
+	return prepareGated(ctx, i, payloadOf(ctx, i, base.json), effect);
 }
 
 /**

@@ -96,5 +96,14 @@ export const gatedSubworkflowFields: INodeProperties[] = [
 		'The workflow that finds what an earlier attempt did. It gets the same input (item plus durable) and answers with one item: {result: "found" | "absent" | "undecidable", remote_id, receipt}. Absent: the step is dispatched again here.',
 		only({ lookUp: [true] }),
 	),
-	gateOptionsField('gatedSubworkflow', []),
+	gateOptionsField('gatedSubworkflow', [
+		{
+			displayName: 'In-Flight Window (Ms)',
+			name: 'inFlightMs',
+			type: 'number',
+			default: 0,
+			description:
+				'How long one run of the sub-workflow can take to write. While an attempt sent less than this ago is still unrecorded, a lookup that finds nothing proves nothing (another execution may still be running it): the next run looks again. 0: an absent answer is trusted at once.',
+		},
+	]),
 ];
