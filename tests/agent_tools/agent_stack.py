@@ -24,7 +24,7 @@ REPO = HERE.parents[1]
 sys.path.insert(0, str(REPO / "stack"))
 from fault_relay import FaultRelay  # noqa: E402
 from pipeline_stack import (  # noqa: E402
-    LEDGER_BIN, SITE, TENANT, PipelineStack, Service, free_port, outputs_of, wait_http)
+    CRED_OPENAI, LEDGER_BIN, SITE, TENANT, PipelineStack, Service, free_port, outputs_of, wait_http)
 
 AGENT_FILE = REPO / "workflows" / "agent-tools.json"
 TOOL_FILE = REPO / "workflows" / "agent-tools-refund-tool.json"
@@ -77,6 +77,10 @@ class AgentToolStack(PipelineStack):
                       dict(os.environ), self.workdir / "refunds.log")
         self.services.append(svc)
         wait_http(self.refunds_url + "/health", proc=svc.proc, log=svc.log_path)
+
+    def openai_credential(self) -> dict:
+        """n8n's own OpenAI credential for the agent's OpenAI Chat Model, on the agent stand-in."""
+        return {**CRED_OPENAI, "type": "openAiApi", "data": {"apiKey": "standin-key", "url": self.openai_url}}
 
     def n8n_env(self) -> dict:
         # n8n 2.x runs the PUBLISHED version of a sub-workflow outside manual runs. `n8n publish:workflow`
