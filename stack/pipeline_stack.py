@@ -306,8 +306,7 @@ class PipelineStack:
         self.install_node_package()
         creds = [
             {**CRED_LEDGER, "type": "durableLedgerApi", "data": {"baseUrl": self.ledger_for_n8n, "token": self.tokens["runner"]}},
-            # The Gated HTTP Request nodes authenticate with the package's own credential (bearer).
-            {**CRED_OPENAI, "type": "durableHttpAuthApi", "data": {"kind": "bearer", "token": "standin-key"}},
+            self.openai_credential(),
         ]
         path = self.n8n_folder / "credentials.json"
         path.write_text(json.dumps(creds))
@@ -315,6 +314,11 @@ class PipelineStack:
         path.unlink()  # it holds the runner token in plain text; n8n stored it encrypted
         if out.returncode != 0:
             raise RuntimeError(f"n8n import:credentials failed:\n{out.stdout}\n{out.stderr}")
+
+    def openai_credential(self) -> dict:
+        """The credential `openAiCred`: the pipeline's Gated HTTP Request nodes authenticate with the
+        package's own credential (bearer)."""
+        return {**CRED_OPENAI, "type": "durableHttpAuthApi", "data": {"kind": "bearer", "token": "standin-key"}}
 
     @property
     def ledger_for_n8n(self) -> str:

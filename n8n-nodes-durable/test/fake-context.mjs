@@ -63,6 +63,8 @@ export function makeContext({
 	nodeVersion = 1,
 	onError,
 	httpError,
+	workflows = {},
+	mode = 'manual',
 }) {
 	const node = {
 		id: 'node-1',
@@ -75,7 +77,29 @@ export function makeContext({
 	};
 	const calls = [];
 	const hints = [];
+	const subCalls = [];
 	const ctx = {
+		getMode: () => mode,
+		/**
+		 * n8n's executeWorkflow (2.40.7: (workflowInfo, inputData, parentCallbackManager, options) ->
+		 * {executionId, data: [items of the last node's first output, ...]}), with a JS stand-in per
+		 * workflow ID: workflows[id](jsonItems, {binary}) returns the last node's items (json objects)
+		 * or throws, as a failed sub-execution does (n8n attaches the sub-execution's ID to the error).
+		 */
+		async executeWorkflow(info, inputData, _callbackManager, options) {
+			const executionId = `sub-${subCalls.length + 1}`;
+			subCalls.push({ id: info.id, input: inputData, options, executionId });
+			const standIn = workflows[info.id];
+			if (!standIn) throw Object.assign(new Error('Workflow does not exist.'), {});
+			let out;
+			try {
+				out = await standIn(inputData.map((it) => it.json), inputData);
+			} catch (error) {
+				throw Object.assign(error, { executionId, workflowId: info.id });
+			}
+			if (out && out.waitTill) return { executionId, data: [out.items ?? []], waitTill: out.waitTill };
+			return { executionId, data: [(out ?? []).map((json) => ({ json }))] };
+		},
 		getInputData: () => items,
 		getNode: () => node,
 		continueOnFail: () => continueOnFail,
@@ -131,11 +155,11 @@ export function makeContext({
 			},
 		},
 	};
-	return { ctx, calls, node, hints };
+	return { ctx, calls, node, hints, subCalls };
 }
 
 export async function runNode(options) {
-	const { ctx, calls, hints } = makeContext(options);
+	const { ctx, calls, hints, subCalls } = makeContext(options);
 	const out = await new DurableStep().execute.call(ctx);
-	return { out, calls, hints };
+	return { out, calls, hints, subCalls };
 }

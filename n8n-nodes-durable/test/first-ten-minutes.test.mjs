@@ -109,7 +109,17 @@ describe('payload default (1.2)', () => {
 
 	test('payload_fields_per_version', () => {
 		const props = new DurableStep().description.properties;
-		const fields = props.filter((p) => p.name === 'payload' || p.name === 'payloadSource');
+		const payloadFields = (operation) =>
+			props.filter((p) => (p.name === 'payload' || p.name === 'payloadSource') && p.displayOptions.show.operation.includes(operation));
+		const fields = payloadFields('beginStep');
+		// Gated Sub-workflow (1.2 only): the same two fields, its own copies.
+		assert.deepEqual(
+			payloadFields('gatedSubworkflow').map((f) => [f.name, f.default, f.displayOptions.show.payloadSource]),
+			[
+				['payloadSource', 'item', undefined],
+				['payload', '{}', ['custom']],
+			],
+		);
 		assert.deepEqual(
 			fields.map((f) => [f.name, f.default, JSON.stringify(f.displayOptions.show['@version']), f.displayOptions.show.payloadSource]),
 			[
@@ -236,7 +246,7 @@ describe('names and order', () => {
 		const op = new DurableStep().description.properties.find((p) => p.name === 'operation');
 		assert.deepEqual(
 			op.options.map((o) => o.name),
-			['Start Job', 'Gated HTTP Request', 'Begin Step', 'Record Outcome', 'Save Checkpoint', 'Wait for Approval', 'Report Lookup', 'Reconcile'],
+			['Start Job', 'Gated HTTP Request', 'Gated Sub-Workflow', 'Begin Step', 'Record Outcome', 'Save Checkpoint', 'Wait for Approval', 'Report Lookup', 'Reconcile'],
 		);
 		for (const o of op.options) assert.equal(o.action, o.name);
 		assert.equal(op.default, 'beginStep', 'unchanged: saved workflows omit the default');
@@ -245,6 +255,7 @@ describe('names and order', () => {
 		assert.equal(subtitle({ operation: 'beginStep', action: 'send_invoice' }), 'Begin Step: send_invoice');
 		assert.equal(subtitle({ operation: 'recordOutcome' }), 'Record Outcome');
 		assert.equal(subtitle({ operation: 'gatedRequest', action: 'create_order' }), 'Gated HTTP Request: create_order');
+		assert.equal(subtitle({ operation: 'gatedSubworkflow', action: 'insert_row' }), 'Gated Sub-Workflow: insert_row');
 		for (const name of ['Start Job', 'Begin Step', 'Record Outcome']) assert.ok(README.includes(`**${name}**`), name);
 	});
 

@@ -54,7 +54,7 @@ describe('router', () => {
 		// The gates: an error item must never reach Proceed.
 		assert.deepEqual(
 			Object.keys(OPERATIONS).filter((n) => OPERATIONS[n].gate).sort(),
-			['beginStep', 'gatedRequest', 'reportLookup'],
+			['beginStep', 'gatedRequest', 'gatedSubworkflow', 'reportLookup'],
 		);
 	});
 

@@ -2,8 +2,9 @@
 
     n8n execute: AI Agent ──▶ OpenAI agent stand-in (stack/openai_agent_standin.py: scripted tool calls)
                     │
-                    └─ tool issue_refund ─▶ sub-workflow: Start Job ─▶ Begin Step ─▶ ledger (durable-ledger serve)
-                                                   └─▶ FaultRelay ─▶ refunds API (refund_service.py, counts creates)
+                    └─ tool issue_refund ─▶ sub-workflow: Start Job ─▶ Issue Refund (Gated Sub-Workflow) ─▶ ledger
+                                                   └─▶ sub-workflows Create Refund / Find Refund ─▶ FaultRelay ─▶ refunds API
+                                                       (refund_service.py, counts creates)
 
 Built on stack/pipeline_stack.py's PipelineStack (its n8n helpers: package install, credentials,
 import, `execute` with a relay trap and SIGKILL of the whole n8n process group).
@@ -23,12 +24,15 @@ REPO = HERE.parents[1]
 sys.path.insert(0, str(REPO / "stack"))
 from fault_relay import FaultRelay  # noqa: E402
 from pipeline_stack import (  # noqa: E402
-    LEDGER_BIN, SITE, TENANT, PipelineStack, Service, free_port, outputs_of, wait_http)
+    CRED_OPENAI, LEDGER_BIN, SITE, TENANT, PipelineStack, Service, free_port, outputs_of, wait_http)
 
 AGENT_FILE = REPO / "workflows" / "agent-tools.json"
 TOOL_FILE = REPO / "workflows" / "agent-tools-refund-tool.json"
-SHIPPED_REFUNDS_URL = "http://127.0.0.1:8790"   # what the shipped tool workflow points at
+# the tool's side effect and its lookup, run by the tool's Gated Sub-Workflow node
+SUB_FILES = (REPO / "workflows" / "agent-tools-refund-create.json", REPO / "workflows" / "agent-tools-refund-find.json")
+SHIPPED_REFUNDS_URL = "http://127.0.0.1:8790"   # what the shipped sub-workflows point at
 TOOL_WORKFLOW_ID = "dsRefundTool"
+SUB_WORKFLOW_IDS = ("dsRefundCreate", "dsRefundFind")
 
 
 class AgentToolStack(PipelineStack):
@@ -74,6 +78,10 @@ class AgentToolStack(PipelineStack):
         self.services.append(svc)
         wait_http(self.refunds_url + "/health", proc=svc.proc, log=svc.log_path)
 
+    def openai_credential(self) -> dict:
+        """n8n's own OpenAI credential for the agent's OpenAI Chat Model, on the agent stand-in."""
+        return {**CRED_OPENAI, "type": "openAiApi", "data": {"apiKey": "standin-key", "url": self.openai_url}}
+
     def n8n_env(self) -> dict:
         # n8n 2.x runs the PUBLISHED version of a sub-workflow outside manual runs. `n8n publish:workflow`
         # sets the workflow's active version; the publication service (on by default) serves from a table
@@ -82,10 +90,9 @@ class AgentToolStack(PipelineStack):
 
     # ------------------------------------------------------------------ workflows
 
-    def tool_workflow(self) -> dict:
-        """The shipped tool workflow, its refunds API URL pointed at this stack's relay."""
-        text = TOOL_FILE.read_text().replace(SHIPPED_REFUNDS_URL, self.relay.url)
-        return json.loads(text)
+    def tool_workflows(self) -> list[dict]:
+        """The shipped tool workflow and its two sub-workflows, the refunds API URL pointed at this stack's relay."""
+        return [json.loads(f.read_text().replace(SHIPPED_REFUNDS_URL, self.relay.url)) for f in (TOOL_FILE, *SUB_FILES)]
 
     def agent_workflow(self, workflow_id: str, request: dict, parallel: bool = False) -> dict:
         """The shipped agent workflow with this refund request (customer_id, refund_id, amount_cents,
@@ -103,11 +110,12 @@ class AgentToolStack(PipelineStack):
                 a["value"] = request[a["name"]]
         return wf
 
-    def publish(self, workflow_id: str = TOOL_WORKFLOW_ID):
-        """n8n 2.x runs a sub-workflow (a Call n8n Workflow Tool's target) only once it is published."""
-        out = self.n8n("publish:workflow", f"--id={workflow_id}")
-        if out.returncode != 0:
-            raise RuntimeError(f"n8n publish:workflow failed:\n{out.stdout}\n{out.stderr}")
+    def publish(self, workflow_ids=(TOOL_WORKFLOW_ID, *SUB_WORKFLOW_IDS)):
+        """n8n 2.x runs a sub-workflow (a Call n8n Workflow Tool's target, a Gated Sub-Workflow's) only once it is published."""
+        for workflow_id in workflow_ids:
+            out = self.n8n("publish:workflow", f"--id={workflow_id}")
+            if out.returncode != 0:
+                raise RuntimeError(f"n8n publish:workflow {workflow_id} failed:\n{out.stdout}\n{out.stderr}")
 
     # ------------------------------------------------------------------ counted at the remote
 

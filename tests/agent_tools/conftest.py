@@ -1,7 +1,7 @@
 """Gated tools for n8n's AI Agent (issue 15, item 4), end to end in real n8n 2.40.7:
 workflows/agent-tools.json (AI Agent + OpenAI Chat Model + Call n8n Workflow Tool) calling
-workflows/agent-tools-refund-tool.json (Start Job -> Begin Step -> refund -> Record Outcome, with a
-Look Up path), against the OpenAI agent stand-in and a refunds API that counts what it creates.
+workflows/agent-tools-refund-tool.json (Start Job -> Issue Refund, a Gated Sub-Workflow running
+workflows/agent-tools-refund-create.json, with workflows/agent-tools-refund-find.json as its lookup), against the OpenAI agent stand-in and a refunds API that counts what it creates.
 One stack per session; every test uses its own refund (own operation key) and its own copy of the
 agent workflow, all imported at once (each n8n CLI start costs seconds)."""
 import sys
@@ -36,7 +36,7 @@ def stack(tmp_path_factory):
     st = AgentToolStack(tmp_path_factory.mktemp("agent-tools"), say=lambda m: print(f"[agent-tools] {m}"))
     try:
         st.start()
-        st.import_workflows([st.tool_workflow()] + [st.agent_workflow(workflow_id(n), r, parallel=n == "parallel")
+        st.import_workflows(st.tool_workflows() + [st.agent_workflow(workflow_id(n), r, parallel=n == "parallel")
                                                for n, r in REQUESTS.items()])
         st.publish()
         yield st

@@ -7,10 +7,11 @@ under a new call id. The tool workflow gates the refund by operation key
     three        no interruption: 1 refund at the refunds API; call 1 issued it, calls 2 and 3 get
                  the stored receipt (Already Done); the agent's answer says so
     afterwrite   n8n SIGKILLed after the refunds API created the refund, before n8n saw the answer
-                 (so before Record Outcome): the re-run's first call goes to Look Up, finds the
-                 refund by its stamped key, Report Lookup: found -> Already Done; still 1 refund
+                 (so before Issue Refund recorded it): the re-run's first call runs the lookup
+                 sub-workflow Find Refund, which finds the refund by its stamped key: found ->
+                 Done Before; still 1 refund
     beforesend   n8n SIGKILLed with the create request held before it reached the refunds API:
-                 Look Up finds nothing, Report Lookup: absent -> Proceed -> exactly 1 refund
+                 Find Refund finds nothing: absent -> a new attempt in the same node -> exactly 1 refund
     parallel     the three calls in ONE model turn (parallel tool calls): n8n runs the tool node once
                  per call, one after the other; 1 refund, two stored receipts
     conflict     the same refund id with another amount: digest_mismatch -> Needs Attention; the
@@ -31,8 +32,7 @@ from conftest import REQUESTS, workflow_id
 from pipeline_stack import Service, free_port, wait_http
 from support.n8n_editor import Editor, require_browser, sign_in
 
-TOOL_NODES = ("Start Job", "Begin: Issue Refund", "Create Refund", "Record: Issue Refund", "Find Refund by Key",
-              "Report Lookup: Refund", "Tool Answer: Refunded", "Tool Answer: Not Done")
+TOOL_NODES = ("Start Job", "Issue Refund", "Tool Answer: Refunded", "Tool Answer: Not Done")
 
 
 def op_key(req: dict) -> str:
@@ -116,7 +116,7 @@ def test_killed_between_remote_write_and_receipt_then_rerun(stack):
     detail = operation(st, req)
     assert (detail["operation"]["state"], detail["operation"]["remote_id"]) == ("CONFIRMED", refund["id"])
     events = json.dumps(detail["events"])
-    assert "found" in events, events  # settled by the workflow's own lookup (Report Lookup: found)
+    assert "found" in events, events  # settled by the workflow's own lookup (Find Refund: found)
     print(f"\nDURABLE_AGENT_TOOLS killed after the write: killed at {killed['seconds']} s, re-run {rerun['seconds']} s, "
           f"refunds at the remote for {op_key(req)}: 1, all 3 calls answered with the stored receipt {refund['id']}")
 

@@ -36,8 +36,26 @@ before(async () => {
 		// a fresh job per execution, so every run takes the dispatch path (for the benchmark)
 		gated('durableGatedBench', "={{ 'bench-' + $execution.id }}", '/write', 5000),
 		fillTemplate('plain-write.workflow.json', { WORKFLOW_ID: 'durablePlainBench', SINK_URL: `${sink.url}/write`, TIMEOUT_MS: 5000 }),
+		// Gated Sub-workflow: the parent runs a sub-workflow that POSTs to the sink, and its lookup.
+		...subworkflows(),
 	]);
+	for (const id of SUBWORKFLOWS) await n8n.publishWorkflow(id);
 });
+
+const SUBWORKFLOWS = ['durableSubWrite', 'durableSubWriteHang', 'durableSubLookup'];
+
+function subworkflows() {
+	const sub = (id, route, timeoutMs) => fillTemplate('subworkflow-write.workflow.json', { WORKFLOW_ID: id, SINK_URL: `${sink.url}${route}`, TIMEOUT_MS: timeoutMs });
+	const parent = (id, jobId, subId) =>
+		fillTemplate('gated-subworkflow.workflow.json', { WORKFLOW_ID: id, JOB_ID: jobId, CREDENTIAL_ID: CRED_ID, SUB_ID: subId, LOOKUP_ID: 'durableSubLookup' });
+	return [
+		sub('durableSubWrite', '/write', 5000),
+		sub('durableSubWriteHang', '/write-hang', 1500),
+		fillTemplate('subworkflow-lookup.workflow.json', { WORKFLOW_ID: 'durableSubLookup', FIND_URL: `${sink.url}/find` }),
+		parent('durableGatedSubOk', 'e2e-sub-1', 'durableSubWrite'),
+		parent('durableGatedSubHang', 'e2e-sub-2', 'durableSubWriteHang'),
+	];
+}
 
 after(async () => {
 	await sink?.close();
@@ -90,6 +108,46 @@ test('e2e_lost_response_is_unknown_and_next_run_needs_attention', async () => {
 	const attention = outputsOf(second.run, 'Needs Attention')[0][0];
 	assert.ok(['outcome_unknown', 'needs_review'].includes(attention.durable.reason), attention.durable.reason);
 	assert.ok(attention.durable.explanation.length > 20);
+	assert.equal(sink.state.writes, before + 1, 'no second write');
+});
+
+test('e2e_gated_subworkflow_writes_once_and_the_second_run_is_done_before', async () => {
+	const before = sink.state.writes;
+	const first = await n8n.execute('durableGatedSubOk');
+	assert.equal(first.code, 0, first.stderr);
+	assert.deepEqual(counts(outputsOf(first.run, 'Create Draft')), [1, 0, 0], JSON.stringify(outputsOf(first.run, 'Create Draft')));
+	const done = outputsOf(first.run, 'Done')[0][0];
+	assert.equal(done.durable.state, 'CONFIRMED');
+	assert.equal(done.id, 'obj-' + (before + 1), "Done: the sub-workflow's answer");
+	assert.equal(done.durable.remote_id, done.id);
+	assert.equal(sink.state.writes, before + 1);
+	const sent = JSON.parse(sink.state.bodies.at(-1));
+	assert.equal(sent.operation_key, done.durable.operation_key, 'the sub-workflow got the step ticket');
+
+	const second = await n8n.execute('durableGatedSubOk');
+	assert.equal(second.code, 0, second.stderr);
+	assert.deepEqual(counts(outputsOf(second.run, 'Create Draft')), [0, 1, 0]);
+	const again = outputsOf(second.run, 'Done Before')[0][0];
+	assert.deepEqual([again.id, again.created, again.durable.remote_id], [done.id, true, done.id], 'the receipt reads like Done');
+	assert.equal(sink.state.writes, before + 1, 'the sink counted exactly one write');
+});
+
+test('e2e_gated_subworkflow_lost_answer_is_unknown_and_the_lookup_subworkflow_finds_it', async () => {
+	const before = sink.state.writes;
+	const first = await n8n.execute('durableGatedSubHang');
+	assert.equal(first.code, 0, first.stderr);
+	assert.deepEqual(counts(outputsOf(first.run, 'Create Draft')), [0, 0, 1], 'the sub-workflow failed (timeout): Attention');
+	const attention = outputsOf(first.run, 'Attention')[0][0];
+	assert.equal(attention.durable.state, 'UNKNOWN');
+	assert.match(attention.subworkflow.error, /timeout|timed out|aborted/i);
+	assert.equal(sink.state.writes, before + 1, 'the write happened, the answer was lost');
+
+	const second = await n8n.execute('durableGatedSubHang');
+	assert.equal(second.code, 0, second.stderr);
+	assert.deepEqual(counts(outputsOf(second.run, 'Create Draft')), [0, 1, 0], JSON.stringify(outputsOf(second.run, 'Create Draft')));
+	const found = outputsOf(second.run, 'Done Before')[0][0];
+	assert.equal(found.durable.lookup.verdict, 'found');
+	assert.equal(found.durable.remote_id, `obj-${before + 1}`);
 	assert.equal(sink.state.writes, before + 1, 'no second write');
 });
 

@@ -77,6 +77,11 @@ export async function makeN8n() {
 		N8N_PORT: String(await freePort()),
 		N8N_RUNNERS_BROKER_PORT: String(await freePort()),
 		N8N_LOG_LEVEL: 'info',
+		// n8n 2.x runs the PUBLISHED version of a sub-workflow outside manual runs (`n8n execute` is
+		// mode "cli"). `n8n publish:workflow` sets a workflow's active version; the publication service
+		// (on by default) serves from a table that only a running `n8n start` fills: CLI runs read the
+		// active version without it.
+		N8N_USE_WORKFLOW_PUBLICATION_SERVICE: 'false',
 	};
 	/** Runs the n8n CLI; resolves with {code, stdout, stderr, ms}. */
 	function run(args, { timeoutMs = 180000 } = {}) {
@@ -102,6 +107,12 @@ export async function makeN8n() {
 		if (r.code !== 0) throw new Error(`import:workflow failed (${r.code}):\n${r.stdout}\n${r.stderr}`);
 		return r;
 	}
+	/** Publishes a workflow (its current version): what a sub-workflow needs to be run outside the editor. */
+	async function publishWorkflow(id) {
+		const r = await run(['publish:workflow', `--id=${id}`]);
+		if (r.code !== 0) throw new Error(`publish:workflow ${id} failed (${r.code}):\n${r.stdout}\n${r.stderr}`);
+		return r;
+	}
 	/** n8n execute --id --rawOutput; returns the parsed IRun plus the process wall time. */
 	async function execute(id) {
 		const r = await run(['execute', `--id=${id}`, '--rawOutput']);
@@ -112,7 +123,7 @@ export async function makeN8n() {
 	function cleanup() {
 		fs.rmSync(userFolder, { recursive: true, force: true });
 	}
-	return { userFolder, env, run, importCredentials, importWorkflows, execute, cleanup };
+	return { userFolder, env, run, importCredentials, importWorkflows, publishWorkflow, execute, cleanup };
 }
 
 /**

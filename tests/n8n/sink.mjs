@@ -3,10 +3,18 @@
 //   POST /write-hang   -> counts the write, then never answers (the response is "lost")
 //   POST /fail/<code>  -> answers <code>, counts nothing
 //   GET  /count        -> {"writes": N, "bodies": [...]}
+//   GET  /find?operation_key=K -> {"matches": [{"id": "obj-N"}]} the writes whose body has that operation_key
 import http from 'node:http';
 
 export function startSink() {
 	const state = { writes: 0, bodies: [], hanging: new Set() };
+	const keyOf = (raw) => {
+		try {
+			return JSON.parse(raw).operation_key;
+		} catch {
+			return undefined;
+		}
+	};
 	const server = http.createServer((req, res) => {
 		let raw = '';
 		req.on('data', (c) => (raw += c));
@@ -16,6 +24,11 @@ export function startSink() {
 				res.end(JSON.stringify(body));
 			};
 			if (req.method === 'GET' && req.url === '/count') return send(200, { writes: state.writes, bodies: state.bodies });
+			if (req.method === 'GET' && req.url.startsWith('/find?')) {
+				const key = new URL(req.url, 'http://sink').searchParams.get('operation_key');
+				const matches = state.bodies.flatMap((b, i) => (key && keyOf(b) === key ? [{ id: `obj-${i + 1}` }] : []));
+				return send(200, { matches });
+			}
 			if (req.method === 'POST' && req.url === '/write') {
 				state.writes += 1;
 				state.bodies.push(raw);

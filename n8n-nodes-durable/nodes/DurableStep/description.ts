@@ -3,6 +3,7 @@ import { needsAttentionField } from './attention';
 import { beginStepFields } from './operations/beginStep/fields';
 import { doneBeforeField, gatedActionField } from './operations/gated/fields';
 import { gatedRequestFields } from './operations/gatedRequest/fields';
+import { gatedSubworkflowFields } from './operations/gatedSubworkflow/fields';
 import { reconcileFields } from './operations/reconcile/fields';
 import { recordOutcomeFields } from './operations/recordOutcome/fields';
 import { reportLookupFields } from './operations/reportLookup/fields';
@@ -42,6 +43,13 @@ export const OPERATION_OPTIONS = [
 		description:
 			'Send an HTTP request exactly once: begin, send, record and route Done / Done Before in one node, with a built-in lookup for unknown outcomes',
 		action: 'Gated HTTP Request',
+	},
+	{
+		name: 'Gated Sub-Workflow',
+		value: 'gatedSubworkflow',
+		description:
+			'Run a sub-workflow exactly once (any nodes: Postgres, Send Email, Slack...): begin, run, record and route Done / Done Before in one node, with a lookup sub-workflow for unknown outcomes',
+		action: 'Gated Sub-Workflow',
 	},
 	{
 		name: 'Begin Step',
@@ -109,6 +117,7 @@ export const properties: INodeProperties[] = [
 	...beginStepFields,
 	gatedActionField,
 	...gatedRequestFields,
+	...gatedSubworkflowFields,
 	stepOperationKeyField, // Record Outcome, Report Lookup
 	...reconcileFields,
 	stepFencingTokenField, // Record Outcome, Report Lookup

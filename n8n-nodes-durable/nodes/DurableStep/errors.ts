@@ -12,6 +12,6 @@ export function asNodeError(ctx: IExecuteFunctions, error: unknown, i: number): 
 export function unknownOperation(ctx: IExecuteFunctions, operation: string): NodeOperationError {
 	return new NodeOperationError(ctx.getNode(), `Unknown operation "${operation}"`, {
 		description:
-			'Choose one of Start Job, Gated HTTP Request, Gated Sub-workflow, Begin Step, Report Lookup, Record Outcome, Save Checkpoint, Reconcile, Wait for Approval.',
+			'Choose one of Start Job, Gated HTTP Request, Gated Sub-Workflow, Begin Step, Report Lookup, Record Outcome, Save Checkpoint, Reconcile, Wait for Approval.',
 	});
 }

@@ -1,6 +1,7 @@
 import type { DurableOperation } from '../types';
 import { beginStep } from './beginStep/execute';
 import { gatedRequest } from './gatedRequest/execute';
+import { gatedSubworkflow } from './gatedSubworkflow/execute';
 import { reconcile } from './reconcile/execute';
 import { recordOutcome } from './recordOutcome/execute';
 import { reportLookup } from './reportLookup/execute';
@@ -13,6 +14,7 @@ export const OPERATIONS: Record<string, DurableOperation> = {
 	startJob,
 	beginStep,
 	gatedRequest,
+	gatedSubworkflow,
 	recordOutcome,
 	saveCheckpoint,
 	reconcile,

@@ -12,12 +12,24 @@ export interface StepTicket {
 }
 
 /**
+ * An outcome the side effect declared itself (a sub-workflow that returned `outcome: "failed"`),
+ * recorded as is: fail (retryable or not) or unknown. Nothing for the ledger to classify.
+ */
+export interface DeclaredOutcome {
+	verb: 'fail' | 'unknown';
+	retryable: boolean;
+	message: string;
+}
+
+/**
  * What one try of the side effect did: a result to confirm (its remote id and the receipt to
- * keep), or the facts of a failure for the ledger to classify (definite failure or unknown).
+ * keep), the facts of a failure for the ledger to classify (definite failure or unknown), or an
+ * outcome the side effect declared. `json` is the item that leaves the node.
  */
 export type Performed =
 	| { ok: true; remoteId: string; receipt: IDataObject; json: IDataObject }
-	| { ok: false; failure: SideEffectFailure };
+	| { ok: false; failure: SideEffectFailure }
+	| { ok: false; declared: DeclaredOutcome; json?: IDataObject };
 
 /** A lookup's verdict, as Report Lookup sends it: found (with the object), absent, undecidable. */
 export interface LookUpVerdict {

@@ -21,6 +21,12 @@ function ticketOf(prepared: GatedPrepared, durable: IDataObject): StepTicket {
 
 /** What the ledger is told about one try: confirm with the remote id, or the failure's facts. */
 function outcomeOf(performed: Performed, token: number): OutcomeRequest {
+	if (!performed.ok && 'declared' in performed) {
+		const { verb, retryable, message } = performed.declared;
+		const body: IDataObject = { fencing_token: token, error: { message } };
+		if (verb === 'fail') body.retryable = retryable;
+		return { verb, body, failure: null };
+	}
 	if (!performed.ok) return failureRequest(performed.failure, token);
 	const body = { fencing_token: token, remote_id: performed.remoteId, receipt: asReceipt(performed.receipt) };
 	return { verb: 'confirm', body, failure: null };
@@ -40,7 +46,8 @@ async function performAndRecord(
 ): Promise<StepResult> {
 	const ticket = ticketOf(prepared, durable);
 	const performed = await prepared.effect.perform(ctx, i, ticket);
-	const answered = { json: performed.ok ? performed.json : item.json, pairedItem: { item: i } };
+	const json = performed.ok ? performed.json : ('declared' in performed && performed.json) || item.json;
+	const answered = { json, pairedItem: { item: i } };
 	return recordAndRoute(ctx, i, answered, ticket.operation_key, ticket.fencing_token, outcomeOf(performed, ticket.fencing_token));
 }
 
