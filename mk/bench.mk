@@ -3,6 +3,9 @@
 # `make bench` prints one JSON document (tests/bench/run_bench.py --help for the options):
 #   make bench BENCH_ARGS="--baseline <ref>"   also the HTTP gate of <ref>, interleaved (= make bench-compare BASELINE=<ref>)
 #   make bench-quick                           short development run: no n8n, 2 s runs, 1 pass, 10k scale point
+# The n8n section: DURABLE_BENCH_RUNS rounds (default 21), DURABLE_BENCH_STEPS gated steps in the
+# n-step workflows (default 5), DURABLE_BENCH_BASELINE_TARBALL=<older package .tgz> measures that
+# package too, in its own n8n in the same rounds (before/after).
 BENCH_VENV ?= $(DURABLE_CACHE)/bench-venv
 BENCH_ARGS ?=
 BENCH_QUICK_ARGS ?= --seconds 2 --passes 1 --scale-max 10000
@@ -21,7 +24,7 @@ bench:
 	@bash stack/ensure-services.sh postgres >&2
 	@rm -f $(DURABLE_CACHE)/bench-n8n.json
 	@echo "[bench] Durable Step overhead inside real n8n executions" >&2
-	@$(NODE_ENV) DURABLE_BENCH_RUNS=$${DURABLE_BENCH_RUNS:-7} DURABLE_E2E_RESULTS=$(DURABLE_CACHE)/bench-n8n.json \
+	@$(NODE_ENV) DURABLE_BENCH_RUNS=$${DURABLE_BENCH_RUNS:-21} DURABLE_E2E_RESULTS=$(DURABLE_CACHE)/bench-n8n.json \
 	  node --test --test-concurrency=1 --test-name-pattern=measure tests/n8n/e2e.test.mjs >&2 \
 	  || echo "[bench] the n8n measurement failed: the JSON says so under n8n" >&2
 	@$(PY) tests/bench/run_bench.py --dbos-python $(BENCH_VENV)/bin/python --n8n-results $(DURABLE_CACHE)/bench-n8n.json $(BENCH_ARGS)

@@ -82,10 +82,7 @@ describe('start job', () => {
 		assert.equal(j.job.pipeline, 'article');
 		assert.equal(j.lease.owner, 'exec-A');
 		assert.deepEqual(out[0][0].pairedItem, { item: 0 });
-		assert.deepEqual(calls.map((c) => `${c.method} ${new URL(c.url).pathname}`), [
-			`PUT /v1/jobs/${jobId}`,
-			`POST /v1/jobs/${jobId}/lease`,
-		]);
+		assert.deepEqual(calls.map((c) => `${c.method} ${new URL(c.url).pathname}`), [`POST /v1/jobs/${jobId}/start`]);
 	});
 
 	test('start_job_lease_held_by_other_owner_is_node_api_error_unless_takeover', async () => {

@@ -78,6 +78,7 @@ export function makeContext({
 	const calls = [];
 	const hints = [];
 	const subCalls = [];
+	const credentialReads = { count: 0 };
 	const ctx = {
 		getMode: () => mode,
 		/**
@@ -118,6 +119,7 @@ export function makeContext({
 		},
 		async getCredentials(name) {
 			if (name !== 'durableLedgerApi') throw new Error(`unexpected credential ${name}`);
+			credentialReads.count += 1;
 			return credentials;
 		},
 		helpers: {
@@ -125,8 +127,9 @@ export function makeContext({
 			async httpRequest(options) {
 				return plainRequest(options);
 			},
-			async httpRequestWithAuthentication(credentialName, options) {
-				const creds = await ctx.getCredentials(credentialName);
+			// As n8n's: the credential given in `credentialsDecrypted`, else read again.
+			async httpRequestWithAuthentication(credentialName, options, additional) {
+				const creds = additional?.credentialsDecrypted?.data ?? (await ctx.getCredentials(credentialName));
 				const headers = { ...(options.headers ?? {}), Authorization: `Bearer ${creds.token}` };
 				if (options.body !== undefined) headers['Content-Type'] = 'application/json';
 				calls.push({ method: options.method, url: options.url, body: options.body, headers: options.headers });
@@ -155,11 +158,11 @@ export function makeContext({
 			},
 		},
 	};
-	return { ctx, calls, node, hints, subCalls };
+	return { ctx, calls, node, hints, subCalls, credentialReads };
 }
 
 export async function runNode(options) {
-	const { ctx, calls, hints, subCalls } = makeContext(options);
+	const { ctx, calls, hints, subCalls, credentialReads } = makeContext(options);
 	const out = await new DurableStep().execute.call(ctx);
-	return { out, calls, hints, subCalls };
+	return { out, calls, hints, subCalls, credentialReads: credentialReads.count };
 }

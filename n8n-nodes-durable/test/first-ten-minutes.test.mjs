@@ -300,11 +300,11 @@ describe('errors as documented', () => {
 			}),
 			(err) => {
 				assert.equal(err.name, 'NodeApiError');
-				assert.equal(err.message, 'ledger_unreachable: PUT /v1/jobs/j got no answer from http://127.0.0.1:8787 (connection refused: is the ledger running on that host and port?)');
+				assert.equal(err.message, 'ledger_unreachable: POST /v1/jobs/j/start got no answer from http://127.0.0.1:8787 (connection refused: is the ledger running on that host and port?)');
 				assert.match(err.description, /port 8787/);
 				return true;
 			},
 		);
-		assert.ok(README.includes('`ledger_unreachable: PUT /v1/jobs/order-1042 got no answer from http://127.0.0.1:8787 (connection refused'));
+		assert.ok(README.includes('`ledger_unreachable: POST /v1/jobs/order-1042/start got no answer from http://127.0.0.1:8787 (connection refused'));
 	});
 });

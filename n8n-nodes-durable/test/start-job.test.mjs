@@ -49,7 +49,7 @@ describe('start job lease (node 1.2)', () => {
 		const second = await startJob(jobId, { execution: '11' });
 		assert.equal(second.json.fencing_token, first.json.fencing_token + 1);
 		assert.equal(second.json.lease.owner, 'n8n-exec-11');
-		assert.deepEqual(second.calls.find((c) => c.url.endsWith('/lease')).body.takeover, true);
+		assert.deepEqual(second.calls.find((c) => c.url.endsWith('/start')).body.takeover, true);
 		// still fenced: the first execution's token is refused from now on
 		const stale = await begin(jobId, first.json.fencing_token);
 		assert.deepEqual([stale[0].length, stale[2][0].json.durable.reason], [0, 'stale_fencing_token']);
@@ -83,19 +83,15 @@ describe('start job task version', () => {
 		const second = await startJob(jobId, { execution: '41', taskVersion: 3 });
 		assert.equal(second.json.task_version, 3);
 		assert.equal(second.json.job.task_version, 3);
-		assert.deepEqual(second.calls.map(path), [
-			`PUT /v1/jobs/${jobId}`,
-			`POST /v1/jobs/${jobId}/lease`,
-			`POST /v1/jobs/${jobId}/versions`,
-		]);
-		assert.deepEqual(second.calls[2].body, { fencing_token: second.json.fencing_token, task_version: 3 });
+		assert.deepEqual(second.calls.map(path), [`POST /v1/jobs/${jobId}/start`]);
+		assert.equal(second.calls[0].body.task_version, 3);
 		// the same step of the new version is a new operation, dispatched again (another payload is fine)
 		const v3 = await begin(jobId, second.json.fencing_token, { title: 'Hello again' });
 		assert.equal(v3[0][0].json.durable.operation_key, `acme:${jobId}:v3:send`);
 		// the same Task Version on the next run changes nothing
 		const third = await startJob(jobId, { execution: '42', taskVersion: 3 });
 		assert.equal(third.json.task_version, 3);
-		assert.equal(third.calls.length, 2);
+		assert.equal(third.calls.length, 1);
 	});
 
 	test('start_job_lower_task_version_is_refused_before_the_lease', async () => {
@@ -116,7 +112,7 @@ describe('start job task version', () => {
 			assert.match(err.description, /Set Task Version to 2/);
 			return true;
 		});
-		assert.deepEqual(calls.map(path), [`PUT /v1/jobs/${jobId}`]);
+		assert.deepEqual(calls.map(path), [`POST /v1/jobs/${jobId}/start`]);
 	});
 
 	test('start_job_lower_task_version_on_1_1_is_noted_not_silent', async () => {
@@ -125,5 +121,113 @@ describe('start job task version', () => {
 		const again = await startJob(jobId, { version: 1.1, execution: '61', taskVersion: 1, startOptions: { takeover: true } });
 		assert.equal(again.json.task_version, 2);
 		assert.match(again.json.task_version_note, /Task Version 1 is lower than the job's task version 2/);
+	});
+});
+
+// A ledger older than POST /v1/jobs/{id}/start answers it 404 not_found (no such route), as Flask
+// does for a path it does not know; everything else goes to the real ledger.
+function olderLedger(ctx, calls) {
+	const send = ctx.helpers.httpRequestWithAuthentication;
+	ctx.helpers.httpRequestWithAuthentication = async function (name, options, additional) {
+		if (new URL(options.url).pathname.endsWith('/start')) {
+			calls.push({ method: options.method, url: options.url, body: options.body });
+			return { statusCode: 404, body: { error: { code: 'not_found', message: 'Not Found', details: {} } } };
+		}
+		return send.call(this, name, options, additional);
+	};
+	return ctx;
+}
+
+async function startOn(ledgerKind, jobId, { items = 1, execution = '1', taskVersion = 1, version = 1.2 } = {}) {
+	const { makeContext, DurableStep } = await import('./fake-context.mjs');
+	const made = makeContext({
+		items: Array.from({ length: items }, () => ({ json: {} })),
+		credentials: creds,
+		nodeVersion: version,
+		executionId: execution,
+		params: {
+			operation: 'startJob',
+			jobId: (i) => (items > 1 ? `${jobId}-${i}` : jobId),
+			taskVersion,
+			pipeline: 'generic',
+			owner: `n8n-exec-${execution}`,
+			startOptions: { budgets: '{"max_attempts": 3}' },
+		},
+	});
+	if (ledgerKind === 'older') olderLedger(made.ctx, made.calls);
+	const out = await new DurableStep().execute.call(made.ctx);
+	return { items: out[0].map((o) => o.json), calls: made.calls.map(path), reads: made.credentialReads.count };
+}
+
+// What differs between two jobs started the same way: their ids and times.
+function shape(json) {
+	const at = (o) => ({ ...o, expires_at: '<t>' });
+	const job = { ...json.job, job_id: '<id>', created_at: '<t>', updated_at: '<t>', lease: at(json.job.lease) };
+	return { ...json, job_id: '<id>', lease: at(json.lease), job };
+}
+
+describe('start job in one ledger call', () => {
+	test('start_job_item_is_the_same_from_one_call_and_from_the_three_calls', async () => {
+		const runs = {};
+		for (const kind of ['current', 'older']) {
+			const jobId = uniqueJob(`same-${kind}`);
+			const first = await startOn(kind, jobId, { execution: '70' });
+			const again = await startOn(kind, jobId, { execution: '71', taskVersion: 2 });
+			runs[kind] = { first, again };
+		}
+		assert.deepEqual(runs.current.first.calls.map((c) => c.replace(/\/v1\/jobs\/[^/]+/, '')), ['POST /start']);
+		assert.deepEqual(runs.older.again.calls.map((c) => c.replace(/\/v1\/jobs\/[^/]+/, '')), [
+			'POST /start',
+			'PUT ',
+			'POST /lease',
+			'POST /versions',
+		]);
+		assert.deepEqual(shape(runs.current.first.items[0]), shape(runs.older.first.items[0]));
+		assert.deepEqual(shape(runs.current.again.items[0]), shape(runs.older.again.items[0]));
+		assert.deepEqual([runs.current.again.items[0].task_version, runs.current.again.items[0].fencing_token], [2, 2]);
+	});
+
+	test('start_job_on_an_older_ledger_asks_for_the_route_once_per_execution', async () => {
+		const { items, calls } = await startOn('older', uniqueJob('older-batch'), { items: 3, execution: '80' });
+		assert.equal(items.length, 3);
+		assert.equal(calls.filter((c) => c.endsWith('/start')).length, 1);
+		assert.equal(calls.filter((c) => c.endsWith('/lease')).length, 3);
+	});
+
+	test('start_job_reads_the_ledger_credential_once_per_execution', async () => {
+		const { items, calls, reads } = await startOn('current', uniqueJob('reads'), { items: 3, execution: '90' });
+		assert.deepEqual([items.length, calls.length, reads], [3, 3, 1]);
+	});
+
+	test('start_job_lower_task_version_on_1_1_goes_on_at_the_job_version_in_one_call', async () => {
+		const jobId = uniqueJob('lower-one');
+		await startOn('current', jobId, { version: 1.1, execution: '95', taskVersion: 2 });
+		const { makeContext, DurableStep } = await import('./fake-context.mjs');
+		const { ctx, calls } = makeContext({
+			items: [{ json: {} }],
+			credentials: creds,
+			nodeVersion: 1.1,
+			executionId: '96',
+			params: { operation: 'startJob', jobId, taskVersion: 1, pipeline: 'generic', owner: 'n8n-exec-96', startOptions: { takeover: true } },
+		});
+		const out = await new DurableStep().execute.call(ctx);
+		assert.deepEqual(calls.map(path), [`POST /v1/jobs/${jobId}/start`]);
+		assert.equal(calls[0].body.if_lower, 'keep');
+		assert.equal(out[0][0].json.task_version, 2);
+		assert.match(out[0][0].json.task_version_note, /Task Version 1 is lower than the job's task version 2/);
+	});
+
+	test('start_job_with_a_session_keeps_the_three_calls', async () => {
+		const jobId = uniqueJob('session');
+		const { makeContext, DurableStep } = await import('./fake-context.mjs');
+		const { ctx, calls } = makeContext({
+			items: [{ json: {} }],
+			credentials: creds,
+			nodeVersion: 1.2,
+			params: { operation: 'startJob', jobId, taskVersion: 1, pipeline: 'generic', owner: 'x', startOptions: { sessionId: 'sess_none' } },
+		});
+		// the session does not exist: the PUT that would bind it is refused, and no /start was tried
+		await assert.rejects(new DurableStep().execute.call(ctx), /session|agent/i);
+		assert.deepEqual(calls.map(path), [`PUT /v1/jobs/${jobId}`]);
 	});
 });

@@ -731,6 +731,8 @@ def main():
         report["n8n"] = {"runs": n8n.get("runs"), "execution_ms_median": n8n.get("execution_ms_median"),
                          "node_ms_median": n8n.get("node_ms_median"),
                          "overhead_ms_per_gated_step": n8n.get("overhead_ms_per_gated_step"),
+                         "steps": n8n.get("steps"), "patterns": n8n.get("patterns"), "targets": n8n.get("targets"),
+                         "baseline": n8n.get("baseline"),
                          "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(path.stat().st_mtime))}
     elif args.n8n_results:
         report["n8n"] = {"error": f"{args.n8n_results} was not written"}
@@ -776,6 +778,8 @@ def summary(report):
     n8n = report.get("n8n") or {}
     if "overhead_ms_per_gated_step" in n8n:
         out["n8n_overhead_ms_per_gated_step"] = n8n["overhead_ms_per_gated_step"]
+    for name, row in (n8n.get("targets") or {}).items():
+        out[f"n8n_{name}"] = row  # {value, target_ms, met}
     return out
 
 

@@ -4,7 +4,7 @@ from flask import Blueprint, jsonify, request
 
 from ..agents import sessions as agent_sessions
 from ..agents.client import get_client
-from ..core import checkpoints, jobs, leases, lifecycle, report, resume
+from ..core import checkpoints, jobs, leases, lifecycle, report, resume, start
 from ..core import operations as ops
 from ..core import states as S
 from ..core.render import checkpoint_dict, iso, job_dict, lease_dict, operation_dict
@@ -58,6 +58,18 @@ def acquire(job_id):
     ttl = body["ttl_s"] or config().default_lease_ttl_s
     job, lease = leases.acquire_lease(who.tenant, job_id, body["owner"], ttl, body["takeover"], who.actor)
     return jsonify(_lease_body(job, lease))
+
+
+@bp.post("/<job_id>/start")
+def start_job(job_id):
+    """PUT /v1/jobs/{id} + POST .../lease + (a higher task_version) POST .../versions, in one transaction."""
+    who = principal().require("runner")
+    body = schemas.load(schemas.StartSchema, request)
+    owner, ttl = body.pop("owner"), body.pop("ttl_s") or config().default_lease_ttl_s
+    job, lease, created = start.start_job(who.tenant, job_id, owner, ttl, actor=who.actor, **body)
+    out = _lease_body(job, lease)
+    out["created"] = created
+    return jsonify(out), 201 if created else 200
 
 
 @bp.post("/<job_id>/lease/renew")

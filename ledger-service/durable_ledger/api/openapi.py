@@ -45,6 +45,8 @@ ROUTES = [
     ("post", "/v1/jobs/{job_id}/versions", "Version", "Start a higher task version (the next, or task_version)",
      "runner"),
     ("post", "/v1/jobs/{job_id}/lease", "Lease", "Acquire (or take over) the job's lease", "runner"),
+    ("post", "/v1/jobs/{job_id}/start", "Start",
+     "Start Job in one call: create or get the job, take the lease, start a higher task_version", "runner"),
     ("post", "/v1/jobs/{job_id}/lease/renew", "LeaseRenew", "Renew the lease", "runner"),
     ("delete", "/v1/jobs/{job_id}/lease", "LeaseRelease", "Release the lease", "runner"),
     ("get", "/v1/jobs/{job_id}/operations", None, "List the job's operations", "any", ["state"]),

@@ -155,6 +155,23 @@ class LeaseSchema(Strict):
     takeover = _bool(load_default=False)
 
 
+class StartSchema(Strict):
+    """`POST /v1/jobs/{id}/start`: JobPut's fields (no session: binding one calls the agent
+    service, which cannot sit inside the transaction) and Lease's, plus what a lower version does."""
+    task_version = _number(checks.TASK_VERSION, load_default=1)
+    pipeline = SharedStr(checks.PIPELINE, load_default="generic", validate=validate.Length(min=1, max=64))
+    phases = SharedList(checks.phases, fields.String(validate=validate.Length(min=1, max=64)), load_default=None,
+                        validate=validate.Length(min=1, max=100))
+    budgets = SharedNested(checks.budgets, BudgetsSchema, load_default=dict)
+    policy_hash = SharedStr(checks.POLICY_HASH, load_default=None, allow_none=True, validate=validate.Length(max=128))
+    owner = SharedStr(checks.OWNER, required=True, validate=_key)
+    ttl_s = _number(checks.TTL_S, load_default=None)
+    takeover = _bool(load_default=False)
+    # "refuse": a task_version lower than the job's is 409 task_version_lower; "keep": the job goes on
+    # at its own version (what Start Job 1 and 1.1 do).
+    if_lower = fields.String(load_default="refuse", validate=validate.OneOf(["refuse", "keep"]))
+
+
 class LeaseRenewSchema(Strict):
     owner = SharedStr(checks.OWNER, required=True, validate=_key)
     fencing_token = _token()

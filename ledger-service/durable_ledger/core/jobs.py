@@ -14,7 +14,7 @@ from .phases import PIPELINES
 BUDGET_KEYS = ("deadline_s", "max_cost", "max_tool_calls", "max_resume_attempts", "max_attempts")
 
 
-def _check_spec(pipeline, phases, budgets):
+def check_spec(pipeline, phases, budgets):
     if phases is None and pipeline not in PIPELINES and pipeline != "generic":
         raise ValidationFailed(
             f"unknown pipeline '{pipeline}'; use one of {sorted(PIPELINES)} or 'generic', or send 'phases'",
@@ -34,7 +34,7 @@ def create_or_get_job(tenant, job_id, *, task_version=1, pipeline="generic", pha
     existing = Job.get_or_none(Job.tenant == tenant, Job.job_id == job_id)
     if existing is not None:
         return existing, False
-    _check_spec(pipeline, phases, budgets)
+    check_spec(pipeline, phases, budgets)
     now = time.time()
     try:
         with write_txn():

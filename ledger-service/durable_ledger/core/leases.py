@@ -19,7 +19,7 @@ from .render import iso
 MAX_TTL_S = 24 * 3600
 
 
-def _ttl(ttl_s):
+def check_ttl(ttl_s):
     if ttl_s is None or not (1 <= ttl_s <= MAX_TTL_S):
         raise ValidationFailed(f"ttl_s must be between 1 and {MAX_TTL_S}", {"field": "ttl_s"})
     return ttl_s
@@ -27,7 +27,7 @@ def _ttl(ttl_s):
 
 def acquire_lease(tenant, job_id, owner, ttl_s, takeover=False, actor="system", now=None):
     """Returns (job, lease). Same owner + live lease: extend, same token."""
-    ttl_s = _ttl(ttl_s)
+    ttl_s = check_ttl(ttl_s)
     job = get_job(tenant, job_id)
     for _ in range(5):
         now_ = time.time() if now is None else now
@@ -51,7 +51,7 @@ def acquire_lease(tenant, job_id, owner, ttl_s, takeover=False, actor="system", 
                 return job, lease
             continue
         if live and not takeover:
-            raise _held(tenant, job, lease, owner, actor, now_)
+            raise held_refusal(tenant, job, lease, owner, actor, now_)
         # Expired, or an explicit takeover: the conditional UPDATE on the old token makes
         # two concurrent takers race for one increment; the loser re-reads and sees a live lease.
         new_token = lease.fencing_token + 1
@@ -68,7 +68,7 @@ def acquire_lease(tenant, job_id, owner, ttl_s, takeover=False, actor="system", 
     raise LeaseHeld("lease is contended; retry", {})
 
 
-def _held(tenant, job, lease, owner, actor, now):
+def held_refusal(tenant, job, lease, owner, actor, now):
     """The refusal of a live lease held by another owner, recorded on the job's timeline. It names
     the way out (n8n's Start Job option Take Over, the API's ``takeover``) and the expiry as an ISO
     time; ``expires_at`` stays the epoch number earlier releases answered."""
@@ -86,7 +86,7 @@ def _held(tenant, job, lease, owner, actor, now):
 
 
 def renew_lease(tenant, job_id, owner, fencing_token, ttl_s, now=None):
-    ttl_s = _ttl(ttl_s)
+    ttl_s = check_ttl(ttl_s)
     job = get_job(tenant, job_id)
     now_ = time.time() if now is None else now
     n = (Lease.update(expires_at=now_ + ttl_s)

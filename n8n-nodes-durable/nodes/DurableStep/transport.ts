@@ -1,4 +1,5 @@
 import type {
+	ICredentialDataDecryptedObject,
 	IDataObject,
 	IExecuteFunctions,
 	IHttpRequestMethods,
@@ -122,6 +123,24 @@ export function n8nHeaders(ctx: IExecuteFunctions): Record<string, string> {
 export type LedgerSent = { answer: LedgerAnswer } | { unreachable: (itemIndex: number) => NodeApiError };
 
 /**
+ * The ledger credential, read once per node execution (one `ctx`) instead of twice per ledger
+ * call (here for the Base URL, and inside n8n's helper for the token): each read is a database
+ * query and a decryption in n8n. Its values cannot depend on the item: n8n's helper always read
+ * it without one. A failed read is not kept, so the next call reads again.
+ */
+const credentialReads = new WeakMap<object, Promise<ICredentialDataDecryptedObject>>();
+
+function ledgerCredentials(ctx: IExecuteFunctions, itemIndex: number): Promise<ICredentialDataDecryptedObject> {
+	let read = credentialReads.get(ctx);
+	if (read === undefined) {
+		read = ctx.getCredentials(CREDENTIAL_NAME, itemIndex);
+		credentialReads.set(ctx, read);
+		read.catch(() => credentialReads.delete(ctx));
+	}
+	return read;
+}
+
+/**
  * Sends one request. A transport failure is returned as a factory of the NodeApiError for a
  * given item, so that one request made for many items (the batch route) can fail each of them
  * the way its own request would have.
@@ -133,7 +152,7 @@ export async function ledgerSend(
 	body: IDataObject | undefined,
 	itemIndex: number,
 ): Promise<LedgerSent> {
-	const credentials = await ctx.getCredentials(CREDENTIAL_NAME, itemIndex);
+	const credentials = await ledgerCredentials(ctx, itemIndex);
 	const baseUrl = String(credentials.baseUrl ?? '').replace(/\/+$/, '');
 	const options: IHttpRequestOptions = {
 		method,
@@ -147,11 +166,13 @@ export async function ledgerSend(
 	if (body !== undefined) options.body = body;
 	let response: { statusCode: number; body: unknown };
 	try {
-		response = (await ctx.helpers.httpRequestWithAuthentication.call(
-			ctx,
-			CREDENTIAL_NAME,
-			options,
-		)) as { statusCode: number; body: unknown };
+		// The credential already read, so that n8n's helper does not read it again (a copy: the
+		// helper may add pre-authentication data to it). n8n 2.40 builds a new http.Agent for every
+		// request and takes no agent from a node, so the connection itself cannot be kept alive.
+		const credentialsDecrypted = { id: '', name: CREDENTIAL_NAME, type: CREDENTIAL_NAME, data: { ...credentials } };
+		response = (await ctx.helpers.httpRequestWithAuthentication.call(ctx, CREDENTIAL_NAME, options, {
+			credentialsDecrypted,
+		})) as { statusCode: number; body: unknown };
 	} catch (error) {
 		return { unreachable: (i: number) => unreachableError(ctx, error, i, `${method} ${path}`, baseUrl) };
 	}

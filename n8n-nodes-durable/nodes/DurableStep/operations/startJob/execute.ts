@@ -1,8 +1,7 @@
 import type { IDataObject, IExecuteFunctions } from 'n8n-workflow';
-import { NodeOperationError } from 'n8n-workflow';
 import { jsonObject, optionalString, parseJson, requiredString } from '../../params';
-import { jobPath, ledgerCall } from '../../transport';
-import { PROCEED, type DurableOperation, type StepResult } from '../../types';
+import { PROCEED, type DurableOperation, type ItemStep, type StepResult } from '../../types';
+import { startInOneCall, startInThreeCalls, type StartRequest, type Started } from './calls';
 
 /**
  * From node version 1.2 Start Job takes the lease over when the Take Over option is not added.
@@ -19,79 +18,69 @@ export function takesOver(nodeVersion: number, options: IDataObject): boolean {
 	return options.takeover === undefined ? nodeVersion >= TAKEOVER_BY_DEFAULT_FROM : options.takeover === true;
 }
 
-/**
- * `PUT /v1/jobs/{id}` (create or get), then `POST /v1/jobs/{id}/lease`, then, when Task Version
- * is higher than the job's, `POST /v1/jobs/{id}/versions` under the new token; the item is replaced.
- */
-export async function startJobItem(ctx: IExecuteFunctions, i: number): Promise<StepResult> {
+function readRequest(ctx: IExecuteFunctions, i: number): StartRequest {
 	const jobId = requiredString(ctx, 'jobId', i, 'Job ID');
 	const owner = requiredString(ctx, 'owner', i, 'Lease Owner');
 	const options = ctx.getNodeParameter('startOptions', i, {}) as IDataObject;
 	const budgetsRaw = parseJson(options.budgets ?? {}, ctx, i, 'Budgets (JSON)', {});
 	const asked = ctx.getNodeParameter('taskVersion', i, 1) as number;
 	const nodeVersion = ctx.getNode().typeVersion;
-	const body: IDataObject = {
+	const jobBody: IDataObject = {
 		task_version: asked,
 		pipeline: ctx.getNodeParameter('pipeline', i, 'generic') as string,
 		budgets: jsonObject(budgetsRaw, ctx, i, 'Budgets (JSON)'),
 	};
 	const sessionId = optionalString(options.sessionId);
-	if (sessionId) body.session_id = sessionId;
+	if (sessionId) jobBody.session_id = sessionId;
+	return {
+		jobId,
+		owner,
+		ttlS: (options.ttlS as number) ?? 300,
+		takeover: takesOver(nodeVersion, options),
+		asked,
+		refuseLower: nodeVersion >= TAKEOVER_BY_DEFAULT_FROM,
+		jobBody,
+	};
+}
 
-	const job = await ledgerCall(ctx, 'PUT', jobPath(jobId), body, i, `Creating job ${jobId}`);
-	const current = job.task_version as number;
-	if (asked < current && nodeVersion >= TAKEOVER_BY_DEFAULT_FROM) throw lowerVersion(ctx, i, jobId, asked, current);
-	const lease = await ledgerCall(
-		ctx,
-		'POST',
-		jobPath(jobId, '/lease'),
-		{ owner, ttl_s: (options.ttlS as number) ?? 300, takeover: takesOver(nodeVersion, options) },
-		i,
-		`Taking the lease of job ${jobId}`,
-	);
-	let leasedJob = (lease.job as IDataObject) ?? job;
-	if (asked > (leasedJob.task_version as number)) {
-		// As POST /versions always does: the new version's steps are new operations and no approval
-		// of the old version carries over. Under the token just issued, so a takeover fences it too.
-		leasedJob = await ledgerCall(
-			ctx,
-			'POST',
-			jobPath(jobId, '/versions'),
-			{ fencing_token: lease.fencing_token, task_version: asked },
-			i,
-			`Starting task version ${asked} of job ${jobId}`,
-		);
-	}
+function jobItem(r: StartRequest, { lease, job }: Started): StepResult {
 	const json: IDataObject = {
-		job_id: jobId,
+		job_id: r.jobId,
 		fencing_token: lease.fencing_token as number,
-		phase: (leasedJob.phase as string | null) ?? null,
-		task_version: leasedJob.task_version as number,
-		status: leasedJob.status as string,
+		phase: (job.phase as string | null) ?? null,
+		task_version: job.task_version as number,
+		status: job.status as string,
 		needs_reconcile: (lease.needs_reconcile as IDataObject[]) ?? [],
 		lease: { owner: lease.owner, fencing_token: lease.fencing_token, expires_at: lease.expires_at },
-		job: leasedJob,
+		job,
 	};
-	if (asked < (leasedJob.task_version as number)) {
+	if (r.asked < (job.task_version as number)) {
 		// Versions 1 and 1.1: the job goes on at its own version, and the item says so.
 		json.task_version_note =
-			`Task Version ${asked} is lower than the job's task version ${leasedJob.task_version as number}; ` +
+			`Task Version ${r.asked} is lower than the job's task version ${job.task_version as number}; ` +
 			'the job runs at its own version (node version 1.2 refuses this)';
 	}
 	return { output: PROCEED, json };
 }
 
-function lowerVersion(ctx: IExecuteFunctions, i: number, jobId: string, asked: number, current: number) {
-	return new NodeOperationError(
-		ctx.getNode(),
-		`task_version_lower: Task Version ${asked} is lower than job ${jobId}'s task version ${current}`,
-		{
-			itemIndex: i,
-			description:
-				`Versions only go up. Set Task Version to ${current} to go on with the job as it is, or higher to start ` +
-				'a new version (its steps run again, and approvals of the old version do not carry over), or use a new Job ID.',
-		},
-	);
+/**
+ * Per node execution: `POST /v1/jobs/{id}/start` (create or get, lease, a higher version: one
+ * request), or the three calls `PUT /v1/jobs/{id}`, `POST .../lease`, `POST .../versions` when
+ * the ledger predates `/start` (remembered for the rest of this execution's items) or a session
+ * is to be bound (binding calls the agent service, which the one transaction cannot include).
+ * The item is the same either way.
+ */
+export function startJobSteps(): ItemStep {
+	let oneCall = true;
+	return async (ctx, i) => {
+		const r = readRequest(ctx, i);
+		let started: Started | null = null;
+		if (oneCall && r.jobBody.session_id === undefined) {
+			started = await startInOneCall(ctx, i, r);
+			if (started === null) oneCall = false;
+		}
+		return jobItem(r, started ?? (await startInThreeCalls(ctx, i, r)));
+	};
 }
 
-export const startJob: DurableOperation = { gate: false, start: async () => startJobItem };
+export const startJob: DurableOperation = { gate: false, start: async () => startJobSteps() };
