@@ -224,7 +224,9 @@ class Model:
     def _moved(self, key, token, allowed, to_state, **fields):
         op = self.ops[key]
         if op.state not in allowed:
-            return [Outcome(Err(409, "invalid_transition"))]
+            # A fenced-out caller hears that it was taken over; a current one that the move is not allowed.
+            stale = token < self.jobs[op.job].token
+            return [Outcome(Err(409, "stale_fencing_token" if stale else "invalid_transition"))]
         refused = self.fence(op.job, token)
         if refused:
             return [Outcome(refused)]

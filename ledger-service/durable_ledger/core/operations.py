@@ -43,7 +43,9 @@ def _transition(principal, key, token, to_state, allowed_from, fields, detail=No
         # A fenced-out caller hears that first: it was taken over, and the step moved on under
         # the new owner (kept_if_stale keeps its evidence). Only a current owner is told that the
         # transition itself is not allowed.
-        check_fence(store.lease_of(op.job_id), token)
+        lease = store.lease_of(op.job_id)
+        if lease is not None and token is not None and token < lease.fencing_token:
+            check_fence(lease, token)
         raise InvalidTransition(
             f"operation is {op.state}; cannot move it to {to_state}",
             {"state": op.state, "wanted": to_state, "allowed_from": list(allowed_from)},
