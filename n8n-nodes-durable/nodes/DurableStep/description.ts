@@ -1,5 +1,6 @@
 import type { INodeCredentialDescription, INodeProperties } from 'n8n-workflow';
 import { needsAttentionField } from './attention';
+import { OPERATION_OPTIONS } from './operations';
 import { beginStepFields } from './operations/beginStep/fields';
 import { doneBeforeField, gatedActionField } from './operations/gated/fields';
 import { gatedRequestFields } from './operations/gatedRequest/fields';
@@ -21,77 +22,13 @@ export const credentials: INodeCredentialDescription[] = [
 	{
 		name: HTTP_AUTH_CREDENTIAL,
 		required: true,
-		displayOptions: { show: { operation: ['gatedRequest'], authentication: [HTTP_AUTH_CREDENTIAL] } },
+		displayOptions: {
+			show: { operation: ['gatedRequest'], authentication: [HTTP_AUTH_CREDENTIAL] },
+		},
 	},
 ];
 
-/**
- * The operations in the order a workflow uses them (not alphabetical: Start Job comes first).
- * `action` is the name again, so the editor's action list, the docs and the subtitle agree.
- * An identifier, not a literal, so that the alphabetical-order lint rule does not apply.
- */
-export const OPERATION_OPTIONS = [
-	{
-		name: 'Start Job',
-		value: 'startJob',
-		description: 'Create or get the job and take its lease (fencing token)',
-		action: 'Start Job',
-	},
-	{
-		name: 'Gated HTTP Request',
-		value: 'gatedRequest',
-		description:
-			'Send an HTTP request exactly once: begin, send, record and route Done / Done Before in one node, with a built-in lookup for unknown outcomes',
-		action: 'Gated HTTP Request',
-	},
-	{
-		name: 'Gated Sub-Workflow',
-		value: 'gatedSubworkflow',
-		description:
-			'Run a sub-workflow exactly once (any nodes: Postgres, Send Email, Slack...): begin, run, record and route Done / Done Before in one node, with a lookup sub-workflow for unknown outcomes',
-		action: 'Gated Sub-Workflow',
-	},
-	{
-		name: 'Begin Step',
-		value: 'beginStep',
-		description: 'Gate a side effect: proceed, reuse the stored receipt, or stop for attention',
-		action: 'Begin Step',
-	},
-	{
-		name: 'Record Outcome',
-		value: 'recordOutcome',
-		description: 'Record what the side effect did: confirmed, failed or unknown',
-		action: 'Record Outcome',
-	},
-	{
-		name: 'Save Checkpoint',
-		value: 'saveCheckpoint',
-		description: 'Save the phase the job reached, with evidence',
-		action: 'Save Checkpoint',
-	},
-	{
-		name: 'Wait for Approval',
-		value: 'waitForApproval',
-		description:
-			'Register this execution with the ledger so that the Wait node after it is resumed when an approver decides',
-		action: 'Wait for Approval',
-	},
-	{
-		name: 'Report Lookup',
-		value: 'reportLookup',
-		description:
-			"Tell the ledger what your own lookup found for a step on Begin Step's Look Up output: found, absent or undecidable",
-		action: 'Report Lookup',
-	},
-	{
-		name: 'Reconcile',
-		value: 'reconcile',
-		description: 'Ask the ledger to reconcile one operation with the remote system now',
-		action: 'Reconcile',
-	},
-];
-
-/** The operation selector; every value has a module in operations/index.ts. */
+/** The operation selector (its options: operations/index.ts). */
 export const operationField: INodeProperties = {
 	displayName: 'Operation',
 	name: 'operation',
