@@ -5,13 +5,15 @@
 #   make bench-quick                           short development run: no n8n, 2 s runs, 1 pass, 10k scale point
 # The n8n section: DURABLE_BENCH_RUNS rounds (default 21), DURABLE_BENCH_STEPS gated steps in the
 # n-step workflows (default 5), DURABLE_BENCH_BASELINE_TARBALL=<older package .tgz> measures that
-# package too, in its own n8n in the same rounds (before/after).
+# package too, in its own n8n in the same rounds (before/after). Each of those runs is a new
+# `n8n execute` process; `make bench-n8n-server` (part of `make bench`, JSON under n8n_server)
+# measures the same steps in a running `n8n start` server fed by production webhooks.
 BENCH_VENV ?= $(DURABLE_CACHE)/bench-venv
 BENCH_ARGS ?=
 BENCH_QUICK_ARGS ?= --seconds 2 --passes 1 --scale-max 10000
 BASELINE ?=
 
-.PHONY: bench bench-deps bench-compare bench-quick
+.PHONY: bench bench-deps bench-compare bench-quick bench-n8n-server
 
 bench-deps:
 	@command -v wrk >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; }
@@ -27,7 +29,17 @@ bench:
 	@$(NODE_ENV) DURABLE_BENCH_RUNS=$${DURABLE_BENCH_RUNS:-21} DURABLE_E2E_RESULTS=$(DURABLE_CACHE)/bench-n8n.json \
 	  node --test --test-concurrency=1 --test-name-pattern=measure tests/n8n/e2e.test.mjs >&2 \
 	  || echo "[bench] the n8n measurement failed: the JSON says so under n8n" >&2
-	@$(PY) tests/bench/run_bench.py --dbos-python $(BENCH_VENV)/bin/python --n8n-results $(DURABLE_CACHE)/bench-n8n.json $(BENCH_ARGS)
+	@rm -f $(DURABLE_CACHE)/bench-n8n-server.json
+	@echo "[bench] the same steps in a running n8n server (n8n start, production webhooks)" >&2
+	@$(MAKE) --no-print-directory bench-n8n-server BENCH_N8N_SERVER_OUT=$(DURABLE_CACHE)/bench-n8n-server.json >/dev/null \
+	  || echo "[bench] the n8n server measurement failed: the JSON says so under n8n_server" >&2
+	@$(PY) tests/bench/run_bench.py --dbos-python $(BENCH_VENV)/bin/python --n8n-results $(DURABLE_CACHE)/bench-n8n.json \
+	  --n8n-server-results $(DURABLE_CACHE)/bench-n8n-server.json $(BENCH_ARGS)
+
+# The n8n server half alone (about 2 min): prints its JSON.
+bench-n8n-server:
+	@$(MAKE) --no-print-directory pipeline-deps >&2
+	@PYTHONPATH=tests/retry:stack $(PY) tests/bench/n8n_server_bench.py $(if $(BENCH_N8N_SERVER_OUT),--out $(BENCH_N8N_SERVER_OUT))
 
 bench-compare:
 	@test -n "$(BASELINE)" || { echo "usage: make bench-compare BASELINE=<git ref> [BENCH_ARGS=...]" >&2; exit 2; }

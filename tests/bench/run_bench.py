@@ -674,6 +674,8 @@ def main():
     ap.add_argument("--baseline", default=None, metavar="REF",
                     help="git ref whose HTTP gate is measured in passes interleaved with the current tree's")
     ap.add_argument("--n8n-results", default=None, help="JSON written by the n8n end-to-end overhead measurement")
+    ap.add_argument("--n8n-server-results", default=None,
+                    help="JSON written by tests/bench/n8n_server_bench.py (the same steps in a running n8n server)")
     args = ap.parse_args()
     args.scale = sorted({int(x) for x in args.scale.split(",") if x})
     if args.scale_max:
@@ -736,11 +738,16 @@ def main():
                          "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(path.stat().st_mtime))}
     elif args.n8n_results:
         report["n8n"] = {"error": f"{args.n8n_results} was not written"}
+    if args.n8n_server_results:
+        path = Path(args.n8n_server_results)
+        report["n8n_server"] = (json.loads(path.read_text()) if path.exists()
+                                else {"error": f"{args.n8n_server_results} was not written"})
     report["errors_total"] = sum(b["errors"]["total"] for b in report["backends"].values())
     report["machine"]["loadavg_end"] = list(os.getloadavg())
     report["bench"]["duration_s"] = round(time.time() - started, 1)
     report["summary"] = summary(report)
-    order = ("bench", "machine", "current", "baseline", "summary", "targets", "targets_detail", "errors_total", "n8n")
+    order = ("bench", "machine", "current", "baseline", "summary", "targets", "targets_detail", "errors_total", "n8n",
+             "n8n_server")
     print(json.dumps({k: report[k] for k in (*order, *report) if k in report}, indent=2))
 
 
@@ -779,7 +786,9 @@ def summary(report):
     if "overhead_ms_per_gated_step" in n8n:
         out["n8n_overhead_ms_per_gated_step"] = n8n["overhead_ms_per_gated_step"]
     for name, row in (n8n.get("targets") or {}).items():
-        out[f"n8n_{name}"] = row  # {value, target_ms, met}
+        out[f"n8n_{name}"] = row  # {value, target_ms, met}: one `n8n execute` process per run
+    for name, row in ((report.get("n8n_server") or {}).get("targets") or {}).items():
+        out[f"n8n_server_{name}"] = row  # the same in a running `n8n start` server (production)
     return out
 
 
