@@ -1,14 +1,16 @@
 """The orders sample's stack as processes, for tests/orders.
 
-    n8n (execute, headless) ──▶ FaultRelay ──▶ ledger (durable-ledger serve, SQLite)
-         ├──Postgres node──▶ PostgreSQL 127.0.0.1:5432, database orders_<random>   (table orders, op_key UNIQUE)
-         ├──MySQL node─────▶ MariaDB 127.0.0.1:3306, database orders_<random>      (table orders, op_key UNIQUE)
-         ├──Send Email─────▶ SMTP (aiosmtpd) ──▶ Maildir ◀── Dovecot (IMAP; doveadm HTTP API)
-         └──HTTP Request (Look Up) ──▶ doveadm HTTP API
+    n8n (execute, headless): Gated Sub-Workflow nodes ──▶ FaultRelay ──▶ ledger (durable-ledger serve, SQLite)
+         └─ their sub-workflows (published):
+              ├──Postgres node──▶ PostgreSQL 127.0.0.1:5432, database orders_<random>   (table orders, op_key UNIQUE)
+              ├──MySQL node─────▶ MariaDB 127.0.0.1:3306, database orders_<random>      (table orders, op_key UNIQUE)
+              ├──Send Email─────▶ SMTP (aiosmtpd) ──▶ Maildir ◀── Dovecot (IMAP; doveadm HTTP API)
+              └──HTTP Request (the mailbox lookup) ──▶ doveadm HTTP API
 
-workflows/orders-pipeline.json runs as shipped; only its Config values (batch id, doveadm URL)
-and the credentials differ. Counting is done in the remote systems themselves: rows in PostgreSQL
-and MariaDB (psql / mysql), messages in the mailbox through IMAP.
+workflows/orders-pipeline.json and its six sub-workflows (orders-*-insert/-send/-find.json) run as
+shipped; only the main workflow's Config values (batch id, doveadm URL) and the credentials
+differ. Counting is done in the remote systems themselves: rows in PostgreSQL and MariaDB (psql /
+mysql), messages in the mailbox through IMAP; what ran is counted in n8n's own execution table.
 Databases are created with unique names per stack and dropped by stop().
 """
 from __future__ import annotations
@@ -18,8 +20,10 @@ import copy
 import json
 import os
 import secrets
+import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 from urllib.parse import quote
 
@@ -31,6 +35,14 @@ from mail_stack import MailServer  # noqa: E402
 from pipeline_stack import LEDGER_BIN, TENANT, PipelineStack, Service, free_port, wait_http  # noqa: E402
 
 WORKFLOW_FILE = REPO / "workflows" / "orders-pipeline.json"
+# Per gated side effect (its action): the sub-workflow that writes and the one that looks it up.
+SUBWORKFLOWS = {
+    "pg_insert_order": ("ordersPgInsert", "ordersPgFind"),
+    "mariadb_insert_order": ("ordersMariadbInsert", "ordersMariadbFind"),
+    "send_confirmation": ("ordersEmailSend", "ordersEmailFind"),
+}
+SUB_FILES = tuple(REPO / "workflows" / f"orders-{name}.json" for name in (
+    "postgres-insert", "postgres-find", "mariadb-insert", "mariadb-find", "email-send", "email-find"))
 CREDS = {
     "ledger": {"id": "durableLedgerCred", "name": "Durable Ledger"},
     "postgres": {"id": "ordersPostgresCred", "name": "Orders PostgreSQL"},
@@ -159,6 +171,22 @@ class OrdersStack(PipelineStack):
         if out.returncode != 0:
             raise RuntimeError(f"n8n import:credentials failed:\n{out.stdout}\n{out.stderr}")
 
+    def n8n_env(self) -> dict:
+        # As for the agent tool (tests/agent_tools/agent_stack.py): CLI runs read a sub-workflow's
+        # active version only without the publication service, which a running `n8n start` fills.
+        return {**super().n8n_env(), "N8N_USE_WORKFLOW_PUBLICATION_SERVICE": "false"}
+
+    def subworkflows(self) -> list[dict]:
+        """The six shipped sub-workflows, unchanged (their settings come in the main workflow's input)."""
+        return [json.loads(f.read_text()) for f in SUB_FILES]
+
+    def publish(self, workflow_ids) -> None:
+        """n8n 2.x runs a Gated Sub-Workflow's sub-workflow outside the editor only once it is published."""
+        for workflow_id in workflow_ids:
+            out = self.n8n("publish:workflow", f"--id={workflow_id}")
+            if out.returncode != 0:
+                raise RuntimeError(f"n8n publish:workflow {workflow_id} failed:\n{out.stdout}\n{out.stderr}")
+
     def workflow(self, workflow_id: str, batch: str) -> dict:  # noqa: D102 (PipelineStack has another signature)
         """The shipped workflow with this stack's Config values."""
         wf = copy.deepcopy(json.loads(WORKFLOW_FILE.read_text()))
@@ -193,6 +221,24 @@ class OrdersStack(PipelineStack):
 
     def counts(self, batch: str) -> dict:
         return {"postgres": self.pg_rows(batch), "mariadb": self.mariadb_rows(batch), "email": self.emails(batch)}
+
+    # ------------------------------------------------------------------ counted in n8n
+
+    def last_execution_id(self) -> int:
+        """The newest execution in n8n's own database (read between runs, never during one)."""
+        with self._n8n_db() as db:
+            return db.execute("SELECT COALESCE(MAX(id), 0) FROM execution_entity").fetchone()[0]
+
+    def executions_since(self, last_id: int) -> dict:
+        """Executions per workflow id after `last_id`: n8n saves every sub-workflow run as an execution
+        of its own, so this counts how often each write and lookup sub-workflow ran."""
+        with self._n8n_db() as db:
+            rows = db.execute('SELECT "workflowId", COUNT(*) FROM execution_entity WHERE id > ? GROUP BY "workflowId"',
+                              (last_id,)).fetchall()
+        return {w: n for w, n in rows}
+
+    def _n8n_db(self):
+        return closing(sqlite3.connect(f"file:{self.n8n_folder / '.n8n' / 'database.sqlite'}?mode=ro", uri=True))
 
     # ------------------------------------------------------------------ ledger
 

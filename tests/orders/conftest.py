@@ -1,7 +1,8 @@
-"""The orders sample end to end: real n8n 2.40.7 running workflows/orders-pipeline.json against
-a real PostgreSQL, MariaDB and mail server (SMTP -> Maildir -> Dovecot IMAP), with the real ledger
-behind a fault relay. One stack per session; each case has its own batch of three orders (its own
-jobs and operation keys) and its own copy of the workflow, all imported at once."""
+"""The orders sample end to end: real n8n 2.40.7 running workflows/orders-pipeline.json (three
+Gated Sub-Workflow nodes) and its six published sub-workflows against a real PostgreSQL, MariaDB
+and mail server (SMTP -> Maildir -> Dovecot IMAP), with the real ledger behind a fault relay. One
+stack per session; each case has its own batch of three orders (its own jobs and operation keys)
+and its own copy of the main workflow, all imported at once; the sub-workflows are shared."""
 import json
 import sys
 from pathlib import Path
@@ -14,7 +15,7 @@ for p in (str(TESTS), str(REPO / "stack")):
     if p not in sys.path:
         sys.path.insert(0, p)
 
-from orders_stack import ACTIONS, WORKFLOW_FILE, OrdersStack  # noqa: E402
+from orders_stack import ACTIONS, SUBWORKFLOWS, WORKFLOW_FILE, OrdersStack  # noqa: E402
 
 POINTS = ("before_send", "after_write", "after_receipt")
 SHORT = {"pg_insert_order": "pg", "mariadb_insert_order": "maria", "send_confirmation": "mail",
@@ -36,7 +37,9 @@ def stack(tmp_path_factory):
     try:
         st.start()
         shipped = json.loads(WORKFLOW_FILE.read_text())  # as shipped, for the editor screenshot
-        st.import_workflows([st.workflow(workflow_for(a, p), batch_for(a, p)) for a, p in CASES] + [shipped])
+        st.import_workflows(st.subworkflows() + [st.workflow(workflow_for(a, p), batch_for(a, p)) for a, p in CASES]
+                            + [shipped])
+        st.publish([w for pair in SUBWORKFLOWS.values() for w in pair])
         yield st
     finally:
         st.stop()

@@ -1,32 +1,35 @@
 """Interrupt the orders workflow at every boundary of every side effect, run it again, count.
 
-For each gated side effect (a row in PostgreSQL, a row in MariaDB, a confirmation email) and each
-boundary, the first run is SIGKILLed (n8n and its task runner) at exactly that point, through the
-relay in front of the ledger:
+Each gated side effect (a row in PostgreSQL, a row in MariaDB, a confirmation email) is one Gated
+Sub-Workflow node: it begins the step for all three orders in one batch request, then, order by
+order, runs its write sub-workflow and records the answer (confirm). The first run is SIGKILLed (n8n
+and its task runner) at one boundary, through the relay in front of the ledger:
 
     before_send    the ledger began the three steps (SENT) and answered dispatch; the answer is
-                   held, n8n is killed before the side-effect node runs: nothing at the remote
-    after_write    the side-effect node wrote all three orders (checked in the remote before the
-                   kill); Record Outcome's first confirm is held and never reaches the ledger
+                   held, n8n is killed before any write sub-workflow ran: nothing at the remote
+    after_write    all three orders are written (checked in the remote before the kill); the first
+                   two confirms reached the ledger, the last order's confirm is held before it does:
+                   ORD-1001 and ORD-1002 CONFIRMED, ORD-1003 written but still SENT
     after_receipt  the ledger stored the receipts of all three orders (the last confirm was
                    answered upstream, the answer held); the order's checkpoint is never saved
 
 Then the workflow runs again, unchanged. Counted in the remote systems themselves (psql, mysql,
-IMAP SEARCH): exactly one row per order in PostgreSQL, one in MariaDB, one email per order. After
-after_write the re-run goes Begin Step -> Look Up -> the workflow's own lookup node -> Report
-Lookup found -> Already Done, and the ledger's operation events show that lookup (never a blind
-retry: still attempt 1). After before_send the lookup proves the object absent and the step runs
-once, as attempt 2.
+IMAP SEARCH): exactly one row per order in PostgreSQL, one in MariaDB, one email per order. What
+ran is counted in n8n's execution table (one execution per sub-workflow run). After after_write the
+confirmed orders are Done Before from their receipts; ORD-1003 is adopted by the lookup
+sub-workflow (found: still attempt 1, never a blind retry), and the write sub-workflow does not run.
+After before_send the lookup proves each order absent and the write runs once more, as attempt 2.
 """
 from __future__ import annotations
 
 import json
 import re
 import time
+from collections import Counter
 
 import pytest
 from conftest import CASES, batch_for, workflow_for
-from orders_stack import ACTIONS, ORDER_IDS, operation_key
+from orders_stack import ACTIONS, ORDER_IDS, SUBWORKFLOWS, operation_key
 from pipeline_stack import outputs_of
 
 STEP = {"pg_insert_order": "Postgres Row", "mariadb_insert_order": "MariaDB Row",
@@ -34,27 +37,36 @@ STEP = {"pg_insert_order": "Postgres Row", "mariadb_insert_order": "MariaDB Row"
 SYSTEM = {"pg_insert_order": "postgres", "mariadb_insert_order": "mariadb", "send_confirmation": "email"}
 # One checkpoint per order, after its last step (Checkpoint: Order Done).
 PHASE = "CONFIRMATION_SENT"
-# Durable Step 1.2's outputs: a step the ledger stops fails the execution (no Attention output).
-BEGIN_OUTPUTS = ("proceed", "already_done", "look_up")
-REPORT_OUTPUTS = ("proceed", "already_done")
 ALL_ONE = {o: 1 for o in ORDER_IDS}
+LAST = ORDER_IDS[-1]
+# What the gated node's items say per order (durable.decision, durable.attempt, durable.lookup's verdict):
+DONE_NOW = ("recorded", 1, None)          # dispatched, written and confirmed in this run
+DONE_BEFORE = ("reuse_receipt", 1, None)  # the receipt of an earlier run; nothing ran
+ADOPTED = ("reuse_receipt", 1, "found")   # unknown outcome, the lookup sub-workflow found the write
+RETRIED = ("recorded", 2, None)           # the lookup proved it absent: written once more, attempt 2
 RESULTS: dict = {}
 
 
 def arm(stack, action: str, point: str):
     relay = stack.ledger_relay
     if point == "before_send":
-        # Begin Step sends the three orders' begins in one batch request.
+        # The gated node sends the three orders' begins in one batch request.
         return relay.arm("POST", r"/v1/operations/batch$", "hold_response", body_regex=rf'"action":\s*"{action}"')
-    if point == "after_write":
-        return relay.arm("POST", rf"%3A{action}/confirm$", "before_send")  # the first order's receipt
-    last = re.escape(ORDER_IDS[-1])
-    return relay.arm("POST", rf"{last}%3Av1%3A{action}/confirm$", "hold_response")  # the last order's
+    last = re.escape(LAST)
+    mode = "before_send" if point == "after_write" else "hold_response"
+    return relay.arm("POST", rf"{last}%3Av1%3A{action}/confirm$", mode)  # the last order's receipt
 
 
-def routes(run: dict, node: str, names) -> dict:
-    outs = outputs_of(run, node) or []
-    return {k: (len(outs[i]) if i < len(outs) else 0) for i, k in enumerate(names)}
+def gated_items(run: dict, node: str, batch: str) -> dict:
+    """Per order, what the gated node answered: (decision, attempt, lookup verdict). Done Before
+    items leave on the Done output (Done Before Items: On the Done Output), so it is the only one."""
+    outs = outputs_of(run, node)
+    assert outs is not None and len(outs) == 1, (node, outs)
+    got = {}
+    for item in outs[0]:
+        d = item["durable"]
+        got[d["job_id"].removeprefix(f"{batch}-")] = (d["decision"], d["attempt"], (d.get("lookup") or {}).get("verdict"))
+    return got
 
 
 def op_states(stack, batch: str, action: str) -> dict:
@@ -66,8 +78,13 @@ def op_states(stack, batch: str, action: str) -> dict:
 
 
 def lookup_events(stack, key: str) -> list[dict]:
-    """The ledger's events for the operation that came from a Report Lookup (source caller_lookup)."""
+    """The ledger's events for the operation that came from the node's lookup (source caller_lookup)."""
     return [e for e in stack.operation(key)["events"] if "caller_lookup" in json.dumps(e.get("detail") or {})]
+
+
+def sub_runs(executions: dict) -> dict:
+    """Runs of each side effect's write and lookup sub-workflow: {action: (writes, lookups)}."""
+    return {a: (executions.get(w, 0), executions.get(f, 0)) for a, (w, f) in SUBWORKFLOWS.items()}
 
 
 def wait_counts(stack, batch, system, want, timeout=10.0):
@@ -77,6 +94,23 @@ def wait_counts(stack, batch, system, want, timeout=10.0):
         if got == want or time.monotonic() > deadline:
             return got
         time.sleep(0.1)
+
+
+def expected_rerun(action: str, point: str) -> tuple[dict, dict]:
+    """Per gated node, what each order's item says on the re-run; per side effect, (writes, lookups)."""
+    here = ACTIONS.index(action)
+    items, runs = {}, {}
+    for i, a in enumerate(ACTIONS):
+        if i < here:  # done in the killed run
+            items[a], runs[a] = {o: DONE_BEFORE for o in ORDER_IDS}, (0, 0)
+        elif i > here:  # never reached in the killed run
+            items[a], runs[a] = {o: DONE_NOW for o in ORDER_IDS}, (3, 0)
+    items[action], runs[action] = {
+        "before_send": ({o: RETRIED for o in ORDER_IDS}, (3, 3)),
+        "after_write": ({**{o: DONE_BEFORE for o in ORDER_IDS[:-1]}, LAST: ADOPTED}, (0, 1)),
+        "after_receipt": ({o: DONE_BEFORE for o in ORDER_IDS}, (0, 0)),
+    }[point]
+    return items, runs
 
 
 @pytest.mark.parametrize("action,point", CASES, ids=[f"{a}-{p}" for a, p in CASES])
@@ -90,6 +124,7 @@ def test_interrupt_and_rerun(stack, action, point):
         # The boundary, checked in the remote before n8n dies.
         seen_at_kill["remote"] = wait_counts(stack, batch, system, {} if point == "before_send" else ALL_ONE)
 
+    mark = stack.last_execution_id()
     try:
         first = stack.execute(wf, trap=trap, on_hit=at_kill)
     finally:
@@ -97,48 +132,54 @@ def test_interrupt_and_rerun(stack, action, point):
     assert first["killed"], f"the run ended before {point} of {action}: {first['error']}"
     after_kill = stack.counts(batch)
     states = op_states(stack, batch, action)
-    phase_before = stack.report(f"{batch}-{ORDER_IDS[-1]}")["phase"]
+    phase_before = stack.report(f"{batch}-{LAST}")["phase"]
+    first_runs = sub_runs(stack.executions_since(mark))
 
     if point == "before_send":
         assert seen_at_kill["remote"] == {} and after_kill[system] == {}, after_kill
         assert set(states.values()) == {("SENT", 1)}, states
+        assert first_runs[action] == (0, 0), first_runs  # no write sub-workflow started
     elif point == "after_write":
         assert seen_at_kill["remote"] == ALL_ONE and after_kill[system] == ALL_ONE, after_kill
-        assert set(states.values()) == {("SENT", 1)}, states  # written, but no receipt reached the ledger
+        # The first two receipts reached the ledger; the last order was written, its receipt never arrived.
+        assert states == {**{o: ("CONFIRMED", 1) for o in ORDER_IDS[:-1]}, LAST: ("SENT", 1)}, states
+        assert first_runs[action] == (3, 0), first_runs
     else:
         assert after_kill[system] == ALL_ONE, after_kill
         assert set(states.values()) == {("CONFIRMED", 1)}, states
-        assert phase_before != PHASE, phase_before  # killed before the checkpoint
+        assert first_runs[action] == (3, 0), first_runs
+    assert phase_before != PHASE, phase_before  # killed before the last order's checkpoint
 
+    mark = stack.last_execution_id()
     second = stack.execute(wf)
     # A step that needed attention would have failed the execution.
     assert second["exit"] == 0 and second["error"] is None, second["error"]
     run = second["run"]
     final = stack.counts(batch)
     assert final == {"postgres": ALL_ONE, "mariadb": ALL_ONE, "email": ALL_ONE}, final
-    begin = routes(run, f"Begin: {step}", BEGIN_OUTPUTS)
-    report = routes(run, f"Report: {step} Lookup", REPORT_OUTPUTS)
+    want_items, want_runs = expected_rerun(action, point)
+    items = {a: gated_items(run, STEP[a], batch) for a in ACTIONS}
+    assert items == want_items, items
+    executions = stack.executions_since(mark)
+    reruns = sub_runs(executions)
+    # The write sub-workflow ran exactly as often as an order was (re)written, the lookup once per
+    # order whose outcome was unknown: never for a confirmed order, never a write for an adopted one.
+    assert reruns == want_runs, (reruns, executions)
     states_after = op_states(stack, batch, action)
     lookups = {o: lookup_events(stack, operation_key(f"{batch}-{o}", action)) for o in ORDER_IDS}
 
     if point == "before_send":
-        # Look Up -> absent (proved by the lookup) -> a new attempt, once.
-        assert begin == {"proceed": 0, "already_done": 0, "look_up": 3}, begin
-        assert report == {"proceed": 3, "already_done": 0}, report
+        # Lookup -> absent (proved by the lookup sub-workflow) -> a new attempt, once.
         assert set(states_after.values()) == {("CONFIRMED", 2)}, states_after
-        assert all(any(e["detail"].get("verdict") == "absent" or "absent" in json.dumps(e["detail"])
-                       for e in ev) for ev in lookups.values()), lookups
-    elif point == "after_write":
-        # Look Up -> found -> Already Done: the write is adopted, never repeated.
-        assert begin == {"proceed": 0, "already_done": 0, "look_up": 3}, begin
-        assert report == {"proceed": 0, "already_done": 3}, report
-        assert set(states_after.values()) == {("CONFIRMED", 1)}, states_after
         for order, ev in lookups.items():
-            assert [e["to_state"] for e in ev] == ["CONFIRMED"], (order, ev)
-        assert outputs_of(run, STEP_WRITE[action]) is None  # the side-effect node did not run at all
+            assert [e["to_state"] for e in ev] == ["FAILED"], (order, ev)  # the attempt the lookup closed
+            assert "absent" in json.dumps(ev[0]["detail"]), (order, ev)
+    elif point == "after_write":
+        # The confirmed orders from their receipts; the last one's write adopted, never repeated.
+        assert set(states_after.values()) == {("CONFIRMED", 1)}, states_after
+        assert {o: [e["to_state"] for e in ev] for o, ev in lookups.items()} == {
+            **{o: [] for o in ORDER_IDS[:-1]}, LAST: ["CONFIRMED"]}, lookups
     else:
-        assert begin == {"proceed": 0, "already_done": 3, "look_up": 0}, begin
-        assert outputs_of(run, f"Report: {step} Lookup") is None
         assert set(states_after.values()) == {("CONFIRMED", 1)}, states_after
         assert all(not ev for ev in lookups.values()), lookups
     for order in ORDER_IDS:
@@ -147,19 +188,25 @@ def test_interrupt_and_rerun(stack, action, point):
     RESULTS[(action, point)] = {
         "after_kill": {k: sum(v.values()) for k, v in after_kill.items()},
         "after_rerun": {k: sum(v.values()) for k, v in final.items()},
-        "rerun_begin": begin, "rerun_report": report,
+        "rerun_items": items[action], "rerun_subworkflows": reruns[action],
         "lookup_events": sum(len(v) for v in lookups.values()),
         "attempts": sorted({a for _s, a in states_after.values()}),
         "seconds": (first["seconds"], second["seconds"]),
     }
-    print(f"\nDURABLE_ORDERS {action} {point}: at kill {RESULTS[(action, point)]['after_kill']}, "
-          f"after re-run {RESULTS[(action, point)]['after_rerun']} (per order: {final}), re-run Begin {begin}, "
-          f"Report Lookup {report}, lookup events {RESULTS[(action, point)]['lookup_events']}, "
-          f"attempts {RESULTS[(action, point)]['attempts']}, runs {first['seconds']} s + {second['seconds']} s")
+    r = RESULTS[(action, point)]
+    print(f"\nDURABLE_ORDERS {action} {point}: at kill {r['after_kill']}, after re-run {r['after_rerun']} "
+          f"(per order: {final}), re-run {step} per order {items[action]}, sub-workflow runs "
+          f"(write, lookup) {reruns[action]}, lookup events {r['lookup_events']}, attempts {r['attempts']}, "
+          f"runs {first['seconds']} s + {second['seconds']} s")
 
 
-STEP_WRITE = {"pg_insert_order": "Postgres: Insert Order", "mariadb_insert_order": "MariaDB: Insert Order",
-              "send_confirmation": "Send Email: Confirmation"}
+PATHS = {DONE_NOW: "Done", DONE_BEFORE: "Done Before", ADOPTED: "found -> Done Before", RETRIED: "absent -> Done (att. 2)"}
+
+
+def path_of(items: dict) -> str:
+    """The re-run's path for the interrupted step, orders grouped: "Done Before x2, found -> Done Before x1"."""
+    seen = Counter(items[o] for o in ORDER_IDS)
+    return ", ".join(f"{PATHS[k]} x{n}" for k, n in seen.items())
 
 
 def test_zz_summary(stack):
@@ -167,14 +214,14 @@ def test_zz_summary(stack):
     if len(RESULTS) < len(CASES):
         pytest.skip(f"only {len(RESULTS)} of {len(CASES)} cases passed")
     print("\nDURABLE_ORDERS summary (3 orders per case; counts = rows in PostgreSQL / rows in MariaDB / "
-          "messages in the mailbox via IMAP)")
-    print(f"{'side effect':22} {'point':14} {'at kill pg/maria/mail':22} {'after re-run':14} "
-          f"{'re-run path':38} lookups attempts")
+          "messages in the mailbox via IMAP; sub-workflow runs of the step on the re-run = n8n executions)")
+    print(f"{'side effect':22} {'point':14} {'at kill pg/maria/mail':22} {'after re-run':13} "
+          f"{'re-run path of the step (per order)':42} {'write/lookup runs':18} lookups attempts")
     for a in ACTIONS:
         for p in ("before_send", "after_write", "after_receipt"):
             r = RESULTS[(a, p)]
             k, f = r["after_kill"], r["after_rerun"]
-            path = ("Look Up -> absent -> Proceed" if r["rerun_report"]["proceed"] else
-                    "Look Up -> found -> Already Done" if r["rerun_report"]["already_done"] else "Already Done")
+            writes, looks = r["rerun_subworkflows"]
             print(f"{a:22} {p:14} {k['postgres']}/{k['mariadb']}/{k['email']:<18} "
-                  f"{f['postgres']}/{f['mariadb']}/{f['email']:<10} {path:38} {r['lookup_events']:7} {r['attempts']}")
+                  f"{f['postgres']}/{f['mariadb']}/{f['email']:<9} {path_of(r['rerun_items']):42} "
+                  f"{f'{writes}/{looks}':18} {r['lookup_events']:7} {r['attempts']}")

@@ -1,17 +1,23 @@
-"""The orders workflow in the n8n editor at fit-to-window (1600x900, a laptop screen), in Debian's
-headless Chromium: every node is on the canvas and its label readable. Runs after the
-interruption suite (file name), on the same n8n user folder with `n8n start`.
-DURABLE_UPDATE_SCREENSHOTS=1 writes docs/img/orders-pipeline.png."""
+"""The orders workflow and one of its sub-workflows (the mailbox lookup, the largest) in the n8n
+editor at fit-to-window (1600x900, a laptop screen), in Debian's headless Chromium: every node is on
+the canvas and its label readable. Runs after the interruption suite (file name), on the same n8n
+user folder with `n8n start`. DURABLE_UPDATE_SCREENSHOTS=1 writes docs/img/orders-pipeline.png and
+docs/img/orders-email-find.png."""
 from __future__ import annotations
 
 import json
 import time
 
-from orders_stack import WORKFLOW_FILE
+from orders_stack import SUB_FILES, WORKFLOW_FILE
 from pipeline_stack import HERE as STACK, Service, free_port, wait_http
 from support.n8n_editor import Editor, require_browser
 
 SHOT = "orders-pipeline.png"
+SUB_SHOT = "orders-email-find.png"
+
+
+def node_names(wf: dict) -> list[str]:
+    return [n["name"] for n in wf["nodes"] if not n["type"].endswith("stickyNote")]
 
 
 def test_editor_shows_the_orders_workflow(stack, tmp_path):
@@ -25,10 +31,13 @@ def test_editor_shows_the_orders_workflow(stack, tmp_path):
         wait_http(url + "/healthz/readiness", timeout=120, proc=server.proc, log=server.log_path)
         boot = round(time.monotonic() - t0, 1)
         wf = json.loads(WORKFLOW_FILE.read_text())
-        nodes = [n["name"] for n in wf["nodes"] if not n["type"].endswith("stickyNote")]
+        sub = json.loads(next(f for f in SUB_FILES if f.name == SUB_SHOT.replace(".png", ".json")).read_text())
         with Editor(url, tmp_path) as editor:
-            editor.open_workflow(wf["id"], len(nodes), must_show=nodes)
+            editor.open_workflow(wf["id"], len(node_names(wf)), must_show=node_names(wf))
             shot = editor.save(tmp_path / SHOT)
-        print(f"\nDURABLE_ORDERS editor screenshot {shot} ({len(nodes)} nodes, n8n start {boot} s)")
+            editor.open_workflow(sub["id"], len(node_names(sub)), must_show=node_names(sub))
+            sub_shot = editor.save(tmp_path / SUB_SHOT)
+        print(f"\nDURABLE_ORDERS editor screenshots {shot} ({len(node_names(wf))} nodes), {sub_shot} "
+              f"({len(node_names(sub))} nodes), n8n start {boot} s")
     finally:
         server.stop()

@@ -6,7 +6,7 @@ label it names is on the canvas; a node's parameter panel is opened by double-cl
 DURABLE_UPDATE_SCREENSHOTS=1 also copies each picture into docs/img/ (see `keep`).
 
     with Editor(url, tmp_path, window="1600,900") as editor:
-        labels = editor.open_workflow(wf_id, min_nodes=20)
+        labels = editor.open_workflow(wf_id, min_nodes=8)
         editor.save(tmp_path / "orders-pipeline.png")
 """
 from __future__ import annotations
