@@ -203,6 +203,7 @@ describe('gated http request', () => {
 		const [done2] = await run(jobId, 'flaky500', lookUpOptions());
 		assert.equal(done2.length, 1, 'absent: dispatched again and confirmed in one node');
 		assert.equal(done2[0].durable.attempt, 2);
+		assert.equal(done2[0].durable.lookup?.verdict, 'absent', JSON.stringify(done2[0].durable.lookup));
 		assert.equal(committed(jobId), 1);
 	});
 

@@ -28,7 +28,11 @@ function outcomeOf(performed: Performed, token: number): OutcomeRequest {
 		return { verb, body, failure: null };
 	}
 	if (!performed.ok) return failureRequest(performed.failure, token);
-	const body = { fencing_token: token, remote_id: performed.remoteId, receipt: asReceipt(performed.receipt) };
+	const body = {
+		fencing_token: token,
+		remote_id: performed.remoteId,
+		receipt: asReceipt(performed.receipt),
+	};
 	return { verb: 'confirm', body, failure: null };
 }
 
@@ -46,9 +50,18 @@ async function performAndRecord(
 ): Promise<StepResult> {
 	const ticket = ticketOf(prepared, durable);
 	const performed = await prepared.effect.perform(ctx, i, ticket);
-	const json = performed.ok ? performed.json : ('declared' in performed && performed.json) || item.json;
+	const json = performed.ok
+		? performed.json
+		: ('declared' in performed && performed.json) || item.json;
 	const answered = { json, pairedItem: { item: i } };
-	return recordAndRoute(ctx, i, answered, ticket.operation_key, ticket.fencing_token, outcomeOf(performed, ticket.fencing_token));
+	return recordAndRoute(
+		ctx,
+		i,
+		answered,
+		ticket.operation_key,
+		ticket.fencing_token,
+		outcomeOf(performed, ticket.fencing_token),
+	);
 }
 
 /** Already Done: the receipt's fields (what a Done item had from the response) plus `durable`. */
@@ -62,7 +75,11 @@ function doneBefore(result: StepResult): StepResult {
  * Milliseconds an attempt that is still SENT may yet land: its request was sent at the SENT
  * transition (`updated_at`) and may take the side effect's timeout. 0 when it cannot land any more.
  */
-export function stillInFlightMs(prepared: GatedPrepared, operation: IDataObject, now = Date.now()): number {
+export function stillInFlightMs(
+	prepared: GatedPrepared,
+	operation: IDataObject,
+	now = Date.now(),
+): number {
 	const window = prepared.effect.inFlightMs ?? 0;
 	const sentAt = Date.parse(String(operation.updated_at ?? ''));
 	if (operation.state !== 'SENT' || !window || Number.isNaN(sentAt)) return 0;
@@ -101,7 +118,14 @@ async function lookUpAndReport(
 		// Not reported: "undecidable" would send the step to review for good, although the next
 		// run's lookup may well find the object. The step stays UNKNOWN; nothing is resent.
 		const explanation = `${explainOwn('lookup_failed')} (${verdict.failed})`;
-		return attention(item, prepared.req, 'reconcile', 'lookup_failed', explanation, (durable.operation as IDataObject) ?? undefined);
+		return attention(
+			item,
+			prepared.req,
+			'reconcile',
+			'lookup_failed',
+			explanation,
+			(durable.operation as IDataObject) ?? undefined,
+		);
 	}
 	const current = (durable.operation as IDataObject) ?? {};
 	const wait = verdict.result === 'absent' ? stillInFlightMs(prepared, current) : 0;
@@ -121,16 +145,32 @@ async function lookUpAndReport(
 		body.remote_id = verdict.remoteId ?? '';
 		body.receipt = asReceipt(verdict.receipt ?? {});
 	}
-	const answer = await ledgerRequest(ctx, 'POST', operationPath(ticket.operation_key, 'lookup-result'), body, i);
+	const answer = await ledgerRequest(
+		ctx,
+		'POST',
+		operationPath(ticket.operation_key, 'lookup-result'),
+		body,
+		i,
+	);
 	if (!answer.ok) {
-		if (ROUTED_REFUSALS.has(answer.refusal.code)) return refusalToAttention(item, prepared.req, answer.refusal);
+		if (ROUTED_REFUSALS.has(answer.refusal.code))
+			return refusalToAttention(item, prepared.req, answer.refusal);
 		throw refusalError(ctx, answer.refusal, i, `Reporting the lookup of ${ticket.operation_key}`);
 	}
 	const operation = (answer.body.operation as IDataObject) ?? {};
 	const routed =
 		route(item, prepared.req, answer.body) ??
-		attention(item, prepared.req, 'reconcile', 'lookup_not_applied', explainOwn('lookup_not_applied', answer.body.message), operation);
-	(routed.json.durable as IDataObject).lookup = (answer.body.lookup as IDataObject) ?? { result: verdict.result };
+		attention(
+			item,
+			prepared.req,
+			'reconcile',
+			'lookup_not_applied',
+			explainOwn('lookup_not_applied', answer.body.message),
+			operation,
+		);
+	(routed.json.durable as IDataObject).lookup = (answer.body.lookup as IDataObject) ?? {
+		result: verdict.result,
+	};
 	return routed;
 }
 
@@ -148,13 +188,29 @@ export async function runGated(
 ): Promise<StepResult> {
 	if (!first.ok) {
 		if (!ROUTED_REFUSALS.has(first.refusal.code)) {
-			throw refusalError(ctx, first.refusal, i, `Beginning step ${prepared.req.action} of job ${prepared.req.jobId}`);
+			throw refusalError(
+				ctx,
+				first.refusal,
+				i,
+				`Beginning step ${prepared.req.action} of job ${prepared.req.jobId}`,
+			);
 		}
 		return refusalToAttention(item, prepared.req, first.refusal);
 	}
-	let result = route(item, prepared.req, first.body) ?? (await followUpReconcile(ctx, i, item, prepared, first.body));
-	if (result.output === LOOK_UP) result = await lookUpAndReport(ctx, i, item, prepared, result.json.durable as IDataObject);
-	if (result.output === PROCEED) return performAndRecord(ctx, i, item, prepared, result.json.durable as IDataObject);
+	let result =
+		route(item, prepared.req, first.body) ??
+		(await followUpReconcile(ctx, i, item, prepared, first.body));
+	if (result.output === LOOK_UP)
+		result = await lookUpAndReport(ctx, i, item, prepared, result.json.durable as IDataObject);
+	if (result.output === PROCEED) {
+		const durable = result.json.durable as IDataObject;
+		const done = await performAndRecord(ctx, i, item, prepared, durable);
+		// A new attempt after a lookup that proved the object absent: the item keeps that evidence,
+		// so the output says why the step ran again (attempt 2) and not only that it did.
+		if (durable.lookup !== undefined && done.json.durable)
+			(done.json.durable as IDataObject).lookup ??= durable.lookup;
+		return done;
+	}
 	if (result.output === ALREADY_DONE) return doneBefore(result);
 	return result;
 }
