@@ -43,7 +43,7 @@ LAST = ORDER_IDS[-1]
 DONE_NOW = ("recorded", 1, None)          # dispatched, written and confirmed in this run
 DONE_BEFORE = ("reuse_receipt", 1, None)  # the receipt of an earlier run; nothing ran
 ADOPTED = ("reuse_receipt", 1, "found")   # unknown outcome, the lookup sub-workflow found the write
-RETRIED = ("recorded", 2, None)           # the lookup proved it absent: written once more, attempt 2
+RETRIED = ("recorded", 2, "absent")       # the lookup proved it absent: written once more, attempt 2
 RESULTS: dict = {}
 
 
