@@ -34,7 +34,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 from fault_relay import FaultRelay  # noqa: E402
-from durable_ledger.core.dispatch_auth import remote_job_id  # noqa: E402
+from durable_ledger.gate.dispatch_auth import remote_job_id  # noqa: E402
 
 WORKFLOW_FILE = REPO / "workflows" / "article-pipeline.json"
 VENV_BIN = Path(os.environ.get("DURABLE_VENV_BIN", REPO / ".venv" / "bin"))

@@ -14,7 +14,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from .errors import Forbidden, Unauthorized, ValidationFailed
+from .kernel.errors import Forbidden, Unauthorized, ValidationFailed
 from .store import console_sessions
 from .store.models import ApiToken
 

@@ -9,17 +9,16 @@ import subprocess
 import sys
 import time
 
-
-from . import logsetup
 from .agents.cli import register as register_agents
+from .approvals import waits as approval_waits
 from .auth import create_token, list_tokens, revoke_token
-from .config import Config
-from .core import approval_waits
-from .core.report import job_report
-from .core.retention import prune as prune_operations
-from .core.sweeper import sweep
-from .errors import LedgerError
-from .reconcile.setup import configure as configure_reconcilers
+from .jobs.report import job_report
+from .jobs.retention import prune as prune_operations
+from .kernel import logsetup
+from .kernel.config import Config
+from .kernel.errors import LedgerError
+from .reconciliation.setup import configure as configure_reconcilers
+from .reconciliation.sweeper import sweep
 from .store.db import close_all, db, init_database
 from .store.migrations import create_schema
 from .store.migrations import status as schema_status
@@ -110,7 +109,7 @@ def cmd_sweep(args, cfg):
 
 
 def cmd_deliver_approvals(args, cfg):
-    """Resume n8n executions waiting for an approval decision (core/approval_waits.py)."""
+    """Resume n8n executions waiting for an approval decision (approvals/waits.py)."""
     _bind(cfg)
     hosts = approval_waits.allowed_hosts(cfg.n8n_url, cfg.resume_hosts)
     policy = approval_waits.policy_from(cfg)
@@ -155,7 +154,7 @@ def _gunicorn(app_factory, args, readahead_bytes, max_body_bytes):
     # 1.2-1.8 s (80 MB) with them at the top.
     from gunicorn.app.base import BaseApplication
 
-    from .readahead_worker import worker_class
+    from .web.readahead_worker import worker_class
 
     class App(BaseApplication):
         def load_config(self):
@@ -224,7 +223,7 @@ def cmd_serve(args, cfg):
         # A separate process, not a thread in the gunicorn master: workers are forked from the
         # master, and a forked copy of a live database connection must never be shared.
         sweeper = _helper(["sweep", "--interval", args.sweep_interval])
-    from .api import create_app  # lazy: see _gunicorn
+    from .app import create_app  # lazy: see _gunicorn
 
     try:
         _gunicorn(lambda: create_app(cfg, init_schema=False), args, cfg.max_body_bytes,
@@ -237,7 +236,7 @@ def cmd_serve(args, cfg):
 
 
 def cmd_proxy_serve(args, cfg):
-    from .proxy import create_proxy_app  # lazy: see _gunicorn
+    from .wordpress.proxy import create_proxy_app  # lazy: see _gunicorn
 
     # Media arrive as multipart files or base64 JSON: the body cap follows the media cap.
     media = int(os.environ.get("DURABLE_PROXY_MAX_MEDIA_BYTES", 25 * 2**20))

@@ -11,9 +11,9 @@ import uuid
 import psycopg2
 import pytest
 
-from durable_ledger.api import create_app
+from durable_ledger.app import create_app
 from durable_ledger.auth import Principal, _cache
-from durable_ledger.config import Config
+from durable_ledger.kernel.config import Config
 from durable_ledger.store.db import db, init_database
 from durable_ledger.store.agent_models import AGENT_MODELS
 from durable_ledger.store.console_sessions import SESSION_MODELS

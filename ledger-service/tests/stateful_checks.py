@@ -16,8 +16,8 @@ invariant, so a Hypothesis report says which promise broke.
 import json
 from collections import Counter, defaultdict
 
-from durable_ledger.store.models import ALL_MODELS, ApiToken, Approval, ApprovalDenial, AuditLog, Job, Lease, Operation, \
-    OperationEvent, Setting
+from durable_ledger.store.models import (ALL_MODELS, ApiToken, Approval, ApprovalDenial, AuditLog, Job, Lease,
+                                         Operation, OperationEvent, Setting)
 from durable_ledger.store.wait_models import WAIT_MODELS
 
 from stateful_model import gated

@@ -14,11 +14,11 @@ An expected answer is `Ok(decision, reason)` for a 200 from the gate, `Ok("ok")`
 import copy
 from dataclasses import dataclass, field
 
-from durable_ledger.core.digest import request_digest
+from durable_ledger.kernel.digest import request_digest
 
 TENANT = "acme"
 ANY = "*"
-GATED = {"article": ("publish",)}  # core/approvals.py ALWAYS_GATED, as the issue states it
+GATED = {"article": ("publish",)}  # approvals/rules.py ALWAYS_GATED, as the issue states it
 IN_FLIGHT = ("SENT", "UNKNOWN")
 CONFIRMABLE = ("SENT", "UNKNOWN", "NEEDS_REVIEW")
 

@@ -10,7 +10,7 @@ from conftest import auth
 from durable_ledger.agents.artifacts import blob_path
 from durable_ledger.cli import main as cli_main
 from durable_ledger.store.db import db
-from durable_ledger.errors import ValidationFailed
+from durable_ledger.kernel.errors import ValidationFailed
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import pytest
 from agents_standin import StandIn, SyntheticItems, bound_job, clear_agent_tables, configure
 from conftest import auth
 
-from durable_ledger.agents.client import get_client
+from durable_ledger.agents.openai_client import get_client
 from durable_ledger.store.agent_models import SessionBinding, SessionItem
 from durable_ledger.agents.sync import full_sync
 from durable_ledger.store.db import db

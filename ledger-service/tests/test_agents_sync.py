@@ -7,11 +7,11 @@ from agents_standin import (bound_job, item_event, message_item,
 from conftest import TOKENS, auth
 from servers import LedgerServer
 
-from durable_ledger.agents.client import get_client
+from durable_ledger.agents.openai_client import get_client
 from durable_ledger.store.agent_models import SessionBinding, SessionItem
 from durable_ledger.agents.stream import rebuild
-from durable_ledger.api import create_app
-from durable_ledger.config import Config
+from durable_ledger.app import create_app
+from durable_ledger.kernel.config import Config
 from durable_ledger.store.db import db
 
 

@@ -9,7 +9,7 @@ from conftest import auth
 
 from durable_ledger.agents import actions
 from durable_ledger.agents.actions import FunctionResult, register_function
-from durable_ledger.agents.client import get_client
+from durable_ledger.agents.openai_client import get_client
 from durable_ledger.store.agent_models import SessionBinding, WebhookInbox
 from durable_ledger.agents.worker import poll_stale, process_inbox
 from durable_ledger.store.db import db

@@ -1,4 +1,4 @@
-"""Executions waiting for an approval (core/approval_waits.py), on both backends.
+"""Executions waiting for an approval (approvals/waits.py), on both backends.
 
 The resume URL is a real HTTP server on loopback that counts the calls it gets (and can be told
 to be down, or to answer like n8n does while the execution is not parked yet): the counter is
@@ -15,10 +15,10 @@ import pytest
 
 from conftest import auth
 from durable_ledger.auth import Principal
-from durable_ledger.core import approval_waits as W
-from durable_ledger.core.approvals import grant
+from durable_ledger.approvals import waits as W
+from durable_ledger.approvals.rules import grant
 from durable_ledger.store.db import db
-from durable_ledger.errors import StaleFencingToken, ValidationFailed
+from durable_ledger.kernel.errors import StaleFencingToken, ValidationFailed
 from durable_ledger.store.wait_models import ApprovalDelivery, ApprovalWait
 
 BODY = {"post_id": 7, "title": "T"}
@@ -315,7 +315,7 @@ def test_approval_through_the_old_api_is_adopted_by_the_deliverer(client, halted
 
 
 def test_denial_resumes_with_the_reason_and_the_gate_halts(client, halted, n8n):
-    from durable_ledger.core import approval_decisions
+    from durable_ledger.approvals import decisions as approval_decisions
 
     key, tok, digest = halted
     register(client, key, tok, n8n.url())

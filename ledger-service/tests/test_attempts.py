@@ -1,4 +1,4 @@
-"""An attempt belongs to the n8n execution that began it (core/attempts.py; issue 22, 10 and 11).
+"""An attempt belongs to the n8n execution that began it (reconciliation/attempts.py; issue 22, 10 and 11).
 
 Every case counts what the ledger stored: the operation's state, its events (SENT, CONFIRMED,
 the receipts kept as evidence) and the calls a scripted reconciler received. On both backends.
@@ -9,10 +9,10 @@ from urllib.parse import quote
 import pytest
 
 from conftest import auth
-from durable_ledger.reconcile import registry
+from durable_ledger.reconciliation import registry
 from durable_ledger.store.db import db
 from durable_ledger.store.models import AuditLog
-from durable_ledger.reconcile.verdicts import Absent
+from durable_ledger.reconciliation.verdicts import Absent
 
 EDITOR = auth("editor-token")
 

@@ -3,18 +3,12 @@
 import pytest
 
 from durable_ledger.auth import Principal
-from durable_ledger.core import checkpoints, jobs, leases
-from durable_ledger.core import gate
-from durable_ledger.core import operations as ops
-from durable_ledger.core.secrets import find_secrets
-from durable_ledger.errors import (
-    Forbidden,
-    PhaseSkipped,
-    PreconditionFailed,
-    SecretInCheckpoint,
-    StaleFencingToken,
-    UnknownPhase,
-)
+from durable_ledger.jobs import checkpoints, jobs, leases
+from durable_ledger import gate
+from durable_ledger.gate import outcomes as ops
+from durable_ledger.kernel.secrets import find_secrets
+from durable_ledger.kernel.errors import (Forbidden, PhaseSkipped, PreconditionFailed, SecretInCheckpoint,
+                                          StaleFencingToken, UnknownPhase)
 from durable_ledger.store.models import Checkpoint, Job
 
 SHA = "a" * 64

@@ -1,7 +1,7 @@
 """One set of input checks for both doors (issue 22, defect 9), on SQLite and PostgreSQL.
 
 Every bad input below goes through HttpLedger (a real gunicorn server: the route's checks) and
-through LocalLedger (the same checks, durable_ledger/checks.py, in this process); both must
+through LocalLedger (the same checks, durable_ledger/kernel/checks.py, in this process); both must
 raise the same class with the same code, and refuse before anything is written (the rows of the
 table are counted). Then a job whose stored budgets cannot be read (written by a client before
 the checks covered budgets) must get a 4xx from begin, never a 500.
@@ -14,10 +14,10 @@ import pytest
 import requests
 
 from conftest import TOKENS
-from durable_ledger import checks
+from durable_ledger.kernel import checks
 from durable_ledger.client import HttpLedger, LocalLedger
 from durable_ledger.client.ledger import begin_body
-from durable_ledger.config import Config
+from durable_ledger.kernel.config import Config
 from durable_ledger.store.db import db
 from durable_ledger.store.models import Job, Operation, OperationEvent
 from servers import LedgerServer
@@ -318,7 +318,7 @@ def test_checks_local_refuses_what_http_refuses_before_storing_a_job(both):
 
 def test_checks_the_http_fields_are_the_shared_checks():
     """By construction: every field LocalLedger's checks cover is read by the same check on HTTP."""
-    from durable_ledger.api import schemas
+    from durable_ledger.web import schemas
 
     shapes = {"job": schemas.JobPutSchema, "lease": schemas.LeaseSchema, "renew": schemas.LeaseRenewSchema,
               "release": schemas.LeaseReleaseSchema, "begin": schemas.BeginSchema, "confirm": schemas.ConfirmSchema,

@@ -21,12 +21,12 @@ import requests
 
 from conftest import TOKENS
 from durable_ledger.auth import Principal
-from durable_ledger.client import (ConfirmForgotten, Halted, HttpLedger, LedgerError, LedgerUnavailable,
-                                   LocalLedger, NeedsReconcile, NotSent, StaleFencingToken, StepBlocked,
-                                   StepUsageError, split_result)
+from durable_ledger.client import (ConfirmForgotten, Halted, HttpLedger, LedgerError, LedgerUnavailable, LocalLedger,
+                                   NeedsReconcile, NotSent, StaleFencingToken, StepBlocked, StepUsageError,
+                                   split_result)
 from durable_ledger.client.errors import error_from_http
-from durable_ledger.core import lifecycle
-from durable_ledger.errors import DigestMismatch, InvalidValue, MalformedJson, ValidationFailed
+from durable_ledger.jobs import lifecycle
+from durable_ledger.kernel.errors import DigestMismatch, InvalidValue, MalformedJson, ValidationFailed
 from durable_ledger.store.db import db
 from durable_ledger.store.models import AuditLog, Job, Operation, OperationEvent
 from servers import LedgerServer
@@ -212,7 +212,7 @@ def test_stale_token_after_a_takeover_is_the_same_exception_on_both_transports(l
     exc = refused.value
     assert isinstance(exc, LedgerError) and (exc.code, exc.http_status) == ("stale_fencing_token", 409)
     assert exc.details == {"given": 1, "current": 2, "receipt_kept": True, "operation_key": exc.details["operation_key"],
-                           "state": "SENT", "remote_id": "41"}  # the receipt is kept as evidence (core/attempts.py)
+                           "state": "SENT", "remote_id": "41"}  # the receipt is kept as evidence (reconciliation/attempts.py)
     assert rows(job_id) == [("SENT", 1, None)]  # neither the confirm nor the unknown landed
     with pytest.raises(StaleFencingToken):  # a begin with the old token: refused before the body
         run(old, body, action="set_seo")

@@ -13,11 +13,11 @@ from urllib.parse import quote
 import pytest
 from conftest import auth
 
-from durable_ledger.api import preview
+from durable_ledger.approvals import preview
 from durable_ledger.auth import Principal, create_token
-from durable_ledger.core import approval_decisions, approval_waits
+from durable_ledger.approvals import decisions as approval_decisions, waits as approval_waits
 from durable_ledger.store.db import db
-from durable_ledger.errors import ContentChanged, OperationNotFound
+from durable_ledger.kernel.errors import ContentChanged, OperationNotFound
 from durable_ledger.store.models import Approval, ApprovalDenial, AuditLog
 
 APPROVER, EDITOR = auth("approver-token"), auth("editor-token")
@@ -327,7 +327,7 @@ def test_console_preview_body_is_sanitised_and_framed():
 def test_console_readback_digest_is_the_publish_payload_digest():
     import hashlib
 
-    from durable_ledger.core.digest import request_digest
+    from durable_ledger.kernel.digest import request_digest
 
     content = "<p>Body</p>"
     payload = {"post_id": 5, "content_sha256": hashlib.sha256(content.encode()).hexdigest(), "title": "T",
@@ -498,7 +498,7 @@ def test_console_security_headers_on_every_answer(app, client, tok, monkeypatch)
         "bad query": page.get("/console/jobs?q=%00"),
         "signed out": app.test_client().get("/console/review"),
     }
-    from durable_ledger.core import timeline
+    from durable_ledger.jobs import timeline
 
     app.config["PROPAGATE_EXCEPTIONS"] = False
     monkeypatch.setattr(timeline, "list_jobs", lambda *a, **k: 1 / 0)

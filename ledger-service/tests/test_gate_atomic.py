@@ -94,7 +94,7 @@ def test_gate_no_dispatch_after_a_committed_cancel(two_servers):  # noqa: F811
 
 def test_gate_payload_and_hash_that_disagree_are_refused(client):
     from conftest import auth
-    from durable_ledger.core.digest import request_digest
+    from durable_ledger.kernel.digest import request_digest
 
     client.put("/v1/jobs/dig", headers=auth(), json={})
     token = client.post("/v1/jobs/dig/lease", headers=auth(), json={"owner": "w"}).json["fencing_token"]
@@ -157,7 +157,7 @@ def test_gate_begins_resumes_and_cancels_together_never_deadlock(two_servers):  
 def test_gate_lost_races_are_bounded(client, monkeypatch):
     """`begin` used to call itself after every lost race, without a bound."""
     from conftest import auth
-    from durable_ledger.core.gate import run as gate_begin
+    from durable_ledger.gate import run as gate_begin
 
     rounds = []
 

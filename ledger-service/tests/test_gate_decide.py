@@ -1,4 +1,4 @@
-"""Every row of the gate's decision table (core/gate/decide.py), as a pure function of facts.
+"""Every row of the gate's decision table (gate/decide.py), as a pure function of facts.
 
 Rows are numbered as in decide.py's docstring; `test_every_row_is_covered` fails when a row of
 the table has no case here.
@@ -8,8 +8,8 @@ from dataclasses import replace
 
 import pytest
 
-from durable_ledger.core import states as S
-from durable_ledger.core.gate import decide as D
+from durable_ledger.kernel import states as S
+from durable_ledger.gate import decide as D
 
 NOW = 1_000_000.0
 BASE = D.Facts(job_status="active", halt_reason=None, budget_used_up=None, op=None, approval_needed=False,

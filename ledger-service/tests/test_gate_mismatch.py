@@ -3,7 +3,7 @@
 claim (PostgreSQL), claim_new (SQLite), the batch claim and a PREPARED row waiting for an approval."""
 
 from conftest import auth
-from durable_ledger.core.gate.mismatch import differing, field_digests
+from durable_ledger.gate.mismatch import differing, field_digests
 from durable_ledger.store.db import db
 from durable_ledger.store.models import Operation
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from durable_ledger.core import jobs, leases
-from durable_ledger.errors import JobNotFound, LeaseHeld, LeaseLost, ValidationFailed
+from durable_ledger.jobs import jobs, leases
+from durable_ledger.kernel.errors import JobNotFound, LeaseHeld, LeaseLost, ValidationFailed
 from durable_ledger.store.models import AuditLog, Lease
 
 

@@ -10,8 +10,8 @@ from urllib.parse import quote
 import pytest
 
 from conftest import TOKENS, auth
-from durable_ledger.api import create_app
-from durable_ledger.config import Config
+from durable_ledger.app import create_app
+from durable_ledger.kernel.config import Config
 
 
 def _err(resp, status, code=None):

@@ -1,4 +1,4 @@
-"""Reconcile through the caller: POST /v1/operations/{key}/lookup-result (core/lookup.py).
+"""Reconcile through the caller: POST /v1/operations/{key}/lookup-result (gate/lookup.py).
 
 The operations here have no server-side reconciler (target `sheet:...`), so begin answers
 `reconcile` with `no_reconciler`; the test plays the n8n workflow that looked the object up."""

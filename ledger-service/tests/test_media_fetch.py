@@ -20,14 +20,15 @@ import time
 import pytest
 
 from durable_ledger.auth import Principal
-from durable_ledger.config import Config
-from durable_ledger.api.answers import answer_dict
-from durable_ledger.core import gate, jobs, leases
+from durable_ledger.kernel.config import Config
+from durable_ledger.gate.answers import answer_dict
+from durable_ledger import gate
+from durable_ledger.jobs import jobs, leases
 from durable_ledger.store.db import db
-from durable_ledger.proxy import create_proxy_app
-from durable_ledger.proxy import media as M
-from durable_ledger.proxy.errors import MediaFetchFailed
-from durable_ledger.proxy.sites import SiteProfile, _profile
+from durable_ledger.wordpress.proxy import create_proxy_app
+from durable_ledger.wordpress.proxy import media as M
+from durable_ledger.kernel.errors import MediaFetchFailed
+from durable_ledger.wordpress.proxy.sites import SiteProfile, _profile
 
 PUBLIC_SIM = "127.0.0.2"  # stands in for a public media host; the only address allow_private covers
 PNG = b"\x89PNG\r\n\x1a\n" + b"x" * 100

@@ -19,8 +19,8 @@ import pytest
 import requests
 
 from conftest import PG_ADMIN_DSN, _pg_admin
-from durable_ledger.config import Config
-from durable_ledger.core.digest import request_digest
+from durable_ledger.kernel.config import Config
+from durable_ledger.kernel.digest import request_digest
 from durable_ledger.store.db import db, init_database
 from servers import free_port
 
@@ -199,7 +199,7 @@ def test_previous_release_database_upgrades_without_loss(old_release, fresh_url,
         assert set(shape) == {m._meta.table_name for m in current_models()} | {"schema_version"}
 
     # The gate on the migrated data, with the current code.
-    from durable_ledger.api import create_app
+    from durable_ledger.app import create_app
     from durable_ledger.auth import _cache
 
     _cache.clear()

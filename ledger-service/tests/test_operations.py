@@ -3,21 +3,15 @@
 import pytest
 
 from durable_ledger.auth import Principal
-from durable_ledger.core import jobs, leases
-from durable_ledger.api.answers import answer_dict
-from durable_ledger.core import gate
-from durable_ledger.core import operations as ops
-from durable_ledger.core import states as S
-from durable_ledger.core.budgets import tool_calls_used
-from durable_ledger.core.digest import request_digest
-from durable_ledger.errors import (
-    DigestMismatch,
-    InvalidTransition,
-    LeaseLost,
-    ReceiptConflict,
-    StaleFencingToken,
-    ValidationFailed,
-)
+from durable_ledger.jobs import jobs, leases
+from durable_ledger.gate.answers import answer_dict
+from durable_ledger import gate
+from durable_ledger.gate import outcomes as ops
+from durable_ledger.kernel import states as S
+from durable_ledger.jobs.budgets import tool_calls_used
+from durable_ledger.kernel.digest import request_digest
+from durable_ledger.kernel.errors import (DigestMismatch, InvalidTransition, LeaseLost, ReceiptConflict,
+                                          StaleFencingToken, ValidationFailed)
 from durable_ledger.store.models import Job, Operation, OperationEvent
 
 PAYLOAD = {"title": "Hello", "content": "Body"}
@@ -217,7 +211,7 @@ def test_requires_approval_halts_and_records_intent(job, runner):
         _begin(runner, job, action="publish", requires_approval=True, target="site:other")
     assert exc.value.code == "target_mismatch"
     # A live approval bound to this version, action, digest and target lets it dispatch.
-    from durable_ledger.core import approvals
+    from durable_ledger.approvals import rules as approvals
 
     approver = Principal("acme", "approver", "ed")
     approvals.grant(approver, "job-1", 1, "publish", request_digest(PAYLOAD), "site:test", "2999-01-01T00:00:00Z")

@@ -10,7 +10,7 @@ from urllib.parse import quote
 import pytest
 
 from conftest import auth
-from durable_ledger.core.digest import request_digest
+from durable_ledger.kernel.digest import request_digest
 from durable_ledger.store.models import Job
 
 BODY = {"title": "T", "content": "final text"}
@@ -224,7 +224,7 @@ def test_stale_token_refusals_are_counted(client, tok):
 
 
 def test_prune_keeps_non_terminal(client, tok):
-    from durable_ledger.core.retention import prune
+    from durable_ledger.jobs.retention import prune
     from durable_ledger.store.models import Operation
 
     k = quote(begin(client, tok, action="done")["operation"]["operation_key"], safe="")

@@ -6,8 +6,8 @@ from urllib.parse import quote
 import pytest
 
 from conftest import auth
-from durable_ledger.reconcile import registry
-from durable_ledger.reconcile.verdicts import Absent, Found, ReconcilerError, Undecidable
+from durable_ledger.reconciliation import registry
+from durable_ledger.reconciliation.verdicts import Absent, Found, ReconcilerError, Undecidable
 
 EDITOR = auth("editor-token")
 
@@ -169,7 +169,7 @@ def test_runner_cannot_use_review_queue(client, tok):
 
 
 def test_sweeper_reconciles_stuck_and_leaves_fresh(client, tok, scripted):
-    from durable_ledger.core.sweeper import sweep
+    from durable_ledger.reconciliation.sweeper import sweep
     from durable_ledger.store.models import Operation
 
     old = begin(client, tok, action="create:old")["operation"]["operation_key"]

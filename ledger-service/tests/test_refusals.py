@@ -7,7 +7,7 @@ import time
 import pytest
 
 from conftest import auth
-from durable_ledger.api.openapi import spec_dict
+from durable_ledger.openapi import spec_dict
 from durable_ledger.store.agent_models import AGENT_MODELS
 from durable_ledger.store.db import db
 from durable_ledger.store.models import ALL_MODELS

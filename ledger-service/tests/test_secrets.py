@@ -1,4 +1,4 @@
-"""Secret detection and redaction (core/secrets.py) and every read path that shows evidence.
+"""Secret detection and redaction (kernel/secrets.py) and every read path that shows evidence.
 
 Fake credentials are assembled from pieces so that no secret scanner mistakes this file for a
 leak; each has the documented shape of its issuer's format.
@@ -11,7 +11,7 @@ from urllib.parse import quote
 import pytest
 
 from conftest import auth
-from durable_ledger.core.secrets import REDACTED, find_secrets, is_secret_key, redact, value_rule
+from durable_ledger.kernel.secrets import REDACTED, find_secrets, is_secret_key, redact, value_rule
 
 A, H = "a1B2c3D4e5F6g7H8", "0123456789abcdef"
 KNOWN_FORMATS = [
@@ -168,8 +168,8 @@ def test_secrets_receipts_are_redacted_when_shown(client, leased):
 
 def test_secrets_sql_parameters_never_reach_a_debug_log(database, caplog):
     from conftest import TOKENS
-    from durable_ledger.api import create_app
-    from durable_ledger.config import Config
+    from durable_ledger.app import create_app
+    from durable_ledger.kernel.config import Config
 
     app = create_app(Config(database_url=database, bootstrap_tokens=TOKENS, log_level="DEBUG"))
     client = app.test_client()

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import TOKENS
 from durable_ledger.auth import _cache, authenticate
-from durable_ledger.errors import Unauthorized
+from durable_ledger.kernel.errors import Unauthorized
 from durable_ledger.store.db import db
 from servers import BIN, LedgerServer
 

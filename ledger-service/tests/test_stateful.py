@@ -37,8 +37,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition,
 from peewee import fn
 
 from conftest import TOKENS
-from durable_ledger.api import create_app
-from durable_ledger.config import Config
+from durable_ledger.app import create_app
+from durable_ledger.kernel.config import Config
 from durable_ledger.store.models import OperationEvent
 from servers import LedgerServer
 from stateful_checks import Violation, check_ledger, db_operations, error_shape, model_from_db, reset_tables, \
@@ -771,7 +771,7 @@ def test_stateful_history_prepare_lost_to_another_payload(stateful_client, monke
     key prepares first (run here inside `store.insert_prepared`, deterministically)."""
     from durable_ledger import store
     from durable_ledger.auth import Principal
-    from durable_ledger.core import gate
+    from durable_ledger import gate
 
     real, raced = store.insert_prepared, []
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from durable_ledger.core import states as S
-from durable_ledger.core.gate.decide import by_state
+from durable_ledger.kernel import states as S
+from durable_ledger.gate.decide import by_state
 
 
 def decide_existing(state, retryable, attempt, max_attempts):

@@ -9,10 +9,10 @@ import time
 import pytest
 
 from durable_ledger import store
-from durable_ledger.core import jobs, leases
-from durable_ledger.core.digest import default_operation_key
-from durable_ledger.core.gate.decide import Refused
-from durable_ledger.errors import InvalidTransition, StaleFencingToken
+from durable_ledger.jobs import jobs, leases
+from durable_ledger.kernel.digest import default_operation_key
+from durable_ledger.gate.decide import Refused
+from durable_ledger.kernel.errors import InvalidTransition, StaleFencingToken
 from durable_ledger.store.models import Operation, OperationEvent
 
 

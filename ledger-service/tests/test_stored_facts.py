@@ -167,7 +167,7 @@ def test_batch_answers_equal_the_single_route_in_sequence(client):
 def test_the_proxy_forwards_an_approval_bound_write_only_while_its_approval_is_live(client):
     """The gate spent an approval when it dispatched; a gateway that forwards the write checks
     again (a revoked approval stops a retried forward of the same SENT operation)."""
-    from durable_ledger.core.dispatch_auth import WriteNotDispatched, authorize_write
+    from durable_ledger.gate.dispatch_auth import WriteNotDispatched, authorize_write
 
     t = _job(client, "art3", pipeline="article")
     payload = {"post_id": 9, "status": "publish"}
@@ -191,7 +191,7 @@ def test_a_claim_that_lost_its_key_to_the_last_tool_call_is_a_lost_race_not_a_bu
     import time
 
     from durable_ledger import store
-    from durable_ledger.core.gate import decide as D
+    from durable_ledger.gate import decide as D
     from durable_ledger.store.rows import NewOp
 
     t = _job(client, "calls", budgets={"max_tool_calls": 1})
@@ -211,7 +211,7 @@ def test_a_prepare_that_lost_its_key_to_another_payload_is_a_digest_mismatch(cli
     same key prepares first (run inside store.insert_prepared here, deterministically)."""
     from durable_ledger import store
     from durable_ledger.auth import Principal
-    from durable_ledger.core import gate
+    from durable_ledger import gate
 
     t = _job(client, "f4", pipeline="article")
     real, raced = store.insert_prepared, []

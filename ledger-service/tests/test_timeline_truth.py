@@ -8,7 +8,7 @@ from urllib.parse import quote
 import pytest
 
 from conftest import auth
-from durable_ledger.reconcile import registry
+from durable_ledger.reconciliation import registry
 from durable_ledger.store.db import db
 from durable_ledger.store.models import AuditLog
 

@@ -1,4 +1,4 @@
-"""OpenTelemetry traces (durable_ledger/tracing.py): one gated step is one connected trace.
+"""OpenTelemetry traces (durable_ledger/web/tracing.py): one gated step is one connected trace.
 
 The ledger app and the publishing proxy run in process (Flask test clients) on one SQLite
 ledger, both traced into the SDK's InMemorySpanExporter; "WordPress" is a tiny local HTTP
@@ -22,10 +22,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, format_span_id, format_trace_id
 
-from durable_ledger import tracing
-from durable_ledger.api import create_app
-from durable_ledger.config import Config
-from durable_ledger.proxy import create_proxy_app
+from durable_ledger.web import tracing
+from durable_ledger.app import create_app
+from durable_ledger.kernel.config import Config
+from durable_ledger.wordpress.proxy import create_proxy_app
 
 TOKENS = "acme:runner:runner-token"
 APP_PASSWORD = "abcd EFGH ijkl MNOP qrst UVWX"
@@ -203,9 +203,9 @@ def test_refused_gate_is_recorded_without_details(exporter, tmp_path):
 _PROBE = """
 import sys, requests
 from durable_ledger import tracing
-from durable_ledger.api import create_app
-from durable_ledger.config import Config
-from durable_ledger.proxy import create_proxy_app
+from durable_ledger.app import create_app
+from durable_ledger.kernel.config import Config
+from durable_ledger.wordpress.proxy import create_proxy_app
 cfg = Config(database_url=sys.argv[1], bootstrap_tokens="acme:runner:t", log_level="WARNING")
 apps = [create_app(cfg), create_proxy_app({"sites": {}, "ledger": cfg})]
 print(tracing.tracer is not None, any(m.startswith("opentelemetry") for m in sys.modules),

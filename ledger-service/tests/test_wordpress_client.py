@@ -10,8 +10,8 @@ import requests
 import responses
 from urllib3.exceptions import NewConnectionError, ProtocolError
 
-from durable_ledger.proxy.sites import load_sites
-from durable_ledger.wordpress_client import WordPressClient, seo_meta, verify_fields
+from durable_ledger.wordpress.proxy.sites import load_sites
+from durable_ledger.wordpress.client import WordPressClient, seo_meta, verify_fields
 
 URL = "http://wp.test"
 PASSWORD = "abcd efgh ijkl mnop"

@@ -16,7 +16,7 @@ const { REASONS, explain, explainOwn } = require('../dist/nodes/DurableStep/reas
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const STATES = path.join(REPO, 'ledger-service', 'durable_ledger', 'core', 'states.py');
 
-/** The keys of the ledger's MESSAGES table (core/states.py), read from its source. */
+/** The keys of the ledger's MESSAGES table (kernel/states.py), read from its source. */
 function ledgerMessageCodes() {
 	const source = fs.readFileSync(STATES, 'utf8');
 	const block = /^MESSAGES = \{\n([\s\S]*?)^\}/m.exec(source);

@@ -34,8 +34,8 @@ if str(REPO / "ledger-service" / "tests") not in sys.path:
     sys.path.append(str(REPO / "ledger-service" / "tests"))  # agents_standin (appended: no conftest clash)
 
 from agents_standin import WEBHOOK_SECRET  # noqa: E402
-from durable_ledger.core.dispatch_auth import remote_job_id  # noqa: E402
-from durable_ledger.wordpress_client import WordPressClient  # noqa: E402
+from durable_ledger.gate.dispatch_auth import remote_job_id  # noqa: E402
+from durable_ledger.wordpress.client import WordPressClient  # noqa: E402
 from harness import BIN, TENANT, LedgerServer, ProxyServer, Stack, free_port  # noqa: E402
 from support.netfaults import LossyProxy  # noqa: E402
 

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import requests
 from acceptance_stack import q, assert_exactly_once
-from durable_ledger.core.dispatch_auth import remote_job_id, remote_key
+from durable_ledger.gate.dispatch_auth import remote_job_id, remote_key
 from harness import Caller
 
 import caller as steps

@@ -17,15 +17,18 @@ from support.media import png_bytes
 from support.netfaults import LossyProxy
 
 from durable_ledger.auth import Principal
-from durable_ledger.config import Config
-from durable_ledger.api.answers import answer_dict
-from durable_ledger.core import approvals, gate, jobs, leases, operations
-from durable_ledger.core.digest import request_digest
-from durable_ledger.core.dispatch_auth import remote_job_id
-from durable_ledger.errors import LedgerError
+from durable_ledger.kernel.config import Config
+from durable_ledger.gate.answers import answer_dict
+from durable_ledger.approvals import rules as approvals
+from durable_ledger import gate
+from durable_ledger.jobs import jobs, leases
+from durable_ledger.gate import outcomes as operations
+from durable_ledger.kernel.digest import request_digest
+from durable_ledger.gate.dispatch_auth import remote_job_id
+from durable_ledger.kernel.errors import LedgerError
 from durable_ledger.store.db import db
 from durable_ledger.store.models import Operation
-from durable_ledger.proxy import create_proxy_app
+from durable_ledger.wordpress.proxy import create_proxy_app
 
 TOKENS = ("acme:runner:runner-token:test+lossy+plain,"
           "acme:runner:prod-token:production,"

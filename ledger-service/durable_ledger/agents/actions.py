@@ -22,14 +22,14 @@ from typing import Callable, Optional
 
 import openai
 
-from ..core import gate
-from ..core import operations as ops
-from ..core import states as S
-from ..store.db import write_txn
-from ..core.secrets import redact
-from ..errors import LedgerError
-from .client import sessions
+from .. import gate
+from ..gate import outcomes as ops
+from ..kernel import states as S
+from ..kernel.errors import LedgerError
+from ..kernel.secrets import redact
 from ..store.agent_models import ActionDelivery, SessionBinding
+from ..store.db import write_txn
+from .openai_client import sessions
 
 
 @dataclass

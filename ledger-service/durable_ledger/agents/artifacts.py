@@ -22,10 +22,9 @@ from pathlib import Path
 
 from peewee import fn
 
-from ..config import default_data_dir
-from ..errors import ArtifactQuotaExceeded, DigestMismatch, PayloadTooLarge, ValidationFailed
+from ..kernel.config import default_data_dir
+from ..kernel.errors import ArtifactNotFound, ArtifactQuotaExceeded, DigestMismatch, PayloadTooLarge, ValidationFailed
 from ..store.agent_models import Artifact
-from .errors import ArtifactNotFound
 
 SHA_RE = re.compile(r"^[0-9a-f]{64}$")
 CHUNK = 1 << 16

@@ -4,7 +4,7 @@ import importlib
 import json
 import os
 
-from ..errors import LedgerError
+from ..kernel.errors import LedgerError
 from ..store.db import db, init_database
 from ..store.migrations import create_schema
 from .envsnap import restore, snapshot
@@ -17,7 +17,7 @@ def _bind(cfg):
 
 def cmd_worker(args, cfg):
     # Lazy: the OpenAI SDK is the heaviest import of the CLI, and only this command needs it.
-    from .client import get_client
+    from .openai_client import get_client
     from .worker import run_worker
 
     _bind(cfg)

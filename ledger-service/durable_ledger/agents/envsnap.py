@@ -12,12 +12,12 @@ import subprocess
 import time
 from pathlib import Path
 
-from ..core.digest import canonical_json, request_digest
-from ..core.jobs import get_job
-from ..store.db import write_txn
-from ..errors import NotFound, ValidationFailed
-from .artifacts import blob_path, file_sha256, open_artifact, put_bytes, put_stream
+from ..jobs.jobs import get_job
+from ..kernel.digest import canonical_json, request_digest
+from ..kernel.errors import NotFound, ValidationFailed
 from ..store.agent_models import EnvSnapshot
+from ..store.db import write_txn
+from .artifacts import blob_path, file_sha256, open_artifact, put_bytes, put_stream
 
 LOCK_FILES = {"poetry.lock", "package-lock.json", "yarn.lock", "pnpm-lock.yaml", "uv.lock", "Pipfile.lock",
               "Cargo.lock", "go.sum", "composer.lock", "Gemfile.lock", "requirements.txt", "constraints.txt"}

@@ -19,17 +19,16 @@ import time
 import openai
 from peewee import IntegrityError
 
-from ..core import states as S
-from ..core.budgets import tool_calls_used
-from ..core.digest import request_digest
-from ..checks import BUDGETS, stored_budgets
-from ..errors import DigestMismatch
-from ..fencing import check_fence
+from ..jobs.budgets import tool_calls_used
+from ..kernel import states as S
+from ..kernel.checks import BUDGETS, stored_budgets
+from ..kernel.digest import request_digest
+from ..kernel.errors import AgentsApiError, DigestMismatch, FollowUpRefused
+from ..kernel.fencing import check_fence
 from ..store.agent_models import FollowUp
 from ..store.db import write_txn
 from ..store.models import Checkpoint, Lease, Operation
-from .client import sessions
-from .errors import AgentsApiError, FollowUpRefused
+from .openai_client import sessions
 from .sync import OPEN_TURN_STATUSES, retrieve_session
 
 

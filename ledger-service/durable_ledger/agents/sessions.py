@@ -17,15 +17,14 @@ from contextlib import contextmanager
 import openai
 from peewee import IntegrityError
 
-from ..core.digest import request_digest
-from ..core.jobs import create_or_get_job, get_job, get_job_and_lease
-from ..errors import ValidationFailed
-from ..fencing import check_fence
+from ..jobs.jobs import create_or_get_job, get_job, get_job_and_lease
+from ..kernel.digest import request_digest
+from ..kernel.errors import AgentsApiError, SessionConflict, SessionNotBound, SessionNotFound, ValidationFailed
+from ..kernel.fencing import check_fence
 from ..store.agent_models import SessionBinding
 from ..store.db import write_txn
 from ..store.models import AuditLog, Job
-from .client import sessions
-from .errors import AgentsApiError, SessionConflict, SessionNotBound, SessionNotFound
+from .openai_client import sessions
 
 
 @contextmanager

@@ -15,9 +15,9 @@ import threading
 import time
 from collections import deque
 
-from ..store.db import db
-from .client import sessions
 from ..store.agent_models import SessionBinding
+from ..store.db import db
+from .openai_client import sessions
 from .sync import full_sync, store_items
 
 ITEM_EVENTS = ("agent.session.turn.item.added", "agent.session.turn.item.done")

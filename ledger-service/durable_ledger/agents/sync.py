@@ -17,10 +17,10 @@ import time
 
 from peewee import EXCLUDED, fn
 
+from ..store.agent_models import SessionBinding, SessionItem, SessionTurn
 from ..store.db import write_txn
 from ..store.models import Job
-from .client import sessions
-from ..store.agent_models import SessionBinding, SessionItem, SessionTurn
+from .openai_client import sessions
 from .sessions import agents_api, config_hash, environment_of
 
 PAGE_LIMIT = 100

@@ -10,10 +10,10 @@ import time
 import openai
 from peewee import IntegrityError
 
-from ..store.db import write_txn
-from .client import get_client
-from .errors import InvalidWebhook
+from ..kernel.errors import InvalidWebhook
 from ..store.agent_models import SessionBinding, WebhookInbox
+from ..store.db import write_txn
+from .openai_client import get_client
 from .sessions import binding_for_session
 
 

@@ -15,12 +15,12 @@ import socket
 import time
 
 from ..auth import Principal
-from ..core.leases import acquire_lease, release_lease
+from ..jobs.leases import acquire_lease, release_lease
+from ..kernel.errors import LeaseHeld, LedgerError
+from ..store.agent_models import SessionBinding, WebhookInbox
 from ..store.db import write_txn
-from ..errors import LeaseHeld, LedgerError
 from ..store.models import Job
 from .actions import answer_required_actions
-from ..store.agent_models import SessionBinding, WebhookInbox
 from .sync import full_sync
 
 log = logging.getLogger("durable_ledger.agents.worker")

@@ -10,12 +10,20 @@
             return step.receipt
         step.confirm(remote_id=create_the_draft(), receipt={...})
 
-The ledger's refusals are the classes of durable_ledger.errors on both transports.
+The ledger's refusals are the classes of durable_ledger.kernel.errors on both transports.
 """
 
-from ..errors import LedgerError, LeaseHeld, LeaseLost, StaleFencingToken
-from .errors import (ConfirmForgotten, Halted, LedgerUnavailable, NeedsReconcile, NeedsReview, NotSent,
-                     StepBlocked, StepUsageError)
+from ..kernel.errors import LeaseHeld, LeaseLost, LedgerError, StaleFencingToken
+from .errors import (
+                     ConfirmForgotten,
+                     Halted,
+                     LedgerUnavailable,
+                     NeedsReconcile,
+                     NeedsReview,
+                     NotSent,
+                     StepBlocked,
+                     StepUsageError,
+)
 from .http import HttpLedger
 from .ledger import GateAnswer, Job, Ledger
 from .local import LocalLedger

@@ -1,9 +1,9 @@
-"""What the client raises. Ledger refusals are the ledger's own classes (durable_ledger.errors)
+"""What the client raises. Ledger refusals are the ledger's own classes (durable_ledger.kernel.errors)
 on both transports; the rest are the client's: a gate that said "not now", a body that said
 "nothing was sent", a body that forgot to confirm, a ledger that could not be reached."""
 
-from .. import errors as ledger_errors
-from ..errors import LedgerError
+from ..kernel import errors as ledger_errors
+from ..kernel.errors import LedgerError
 
 
 class StepBlocked(Exception):

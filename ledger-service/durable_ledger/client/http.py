@@ -11,7 +11,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 import requests
 
-from .. import checks
+from ..kernel import checks
 from .errors import LedgerUnavailable, error_from_http
 from .ledger import GateAnswer, Ledger, begin_body, lease_body, outcome_body, release_body, renew_body
 

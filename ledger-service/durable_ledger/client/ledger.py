@@ -2,7 +2,7 @@
 
 A transport implements the underscore methods (dicts in, dicts out, the ledger's errors raised);
 everything a caller sees is written once, here and in steps.py. The request bodies are built
-once, here: HttpLedger sends them, LocalLedger runs them through durable_ledger.checks exactly
+once, here: HttpLedger sends them, LocalLedger runs them through durable_ledger.kernel.checks exactly
 as the routes do (size, values, fields), so both refuse the same input with the same class.
 """
 
@@ -10,8 +10,8 @@ import os
 import socket
 from dataclasses import dataclass, field
 
-from .. import checks
-from ..errors import ValidationFailed
+from ..kernel import checks
+from ..kernel.errors import ValidationFailed
 from .errors import BLOCKED, StepBlocked
 from .steps import Step, gated
 

@@ -1,7 +1,7 @@
-"""LocalLedger: the client API over the core, in this process, no HTTP.
+"""LocalLedger: the client API over the features, in this process, no HTTP.
 
-The same calls the HTTP views make (core.jobs, core.leases, core.gate.begin, core.operations),
-on the same tables, after the same boundary checks (durable_ledger/checks.py, on the bodies
+The same calls the HTTP views make (jobs.jobs, jobs.leases, gate.begin, gate.outcomes),
+on the same tables, after the same boundary checks (durable_ledger/kernel/checks.py, on the bodies
 HttpLedger would send: ledger.py builds them). Connections are peewee's: one
 per thread. A pooled database (PostgreSQL) gets each connection back after every call the
 client opened it for; SQLite keeps the thread's connection open, as the server does.
@@ -19,18 +19,20 @@ from contextlib import contextmanager
 from peewee import DataError, InterfaceError, OperationalError
 from playhouse.pool import PooledDatabase
 
-from .. import checks
+from .. import gate
 from ..auth import Principal
-from ..config import Config
-from ..core import gate, jobs, leases, lifecycle
-from ..core import operations as ops
-from ..core import states as S
-from ..core.audit import record_refusal
-from ..core.render import job_dict, lease_dict, operation_dict
-from ..core.secrets import install_log_redaction, redact
-from ..errors import DigestMismatch, FencingTokenNotIssued, InvalidValue, StaleFencingToken, ValidationFailed
-from ..limits import check_query_value
-from ..reconcile.setup import configure as configure_reconcilers
+from ..gate import outcomes as ops
+from ..jobs import jobs, leases, lifecycle
+from ..jobs import operations as job_ops
+from ..jobs.serialize import job_dict, lease_dict, operation_dict
+from ..kernel import checks
+from ..kernel import states as S
+from ..kernel.config import Config
+from ..kernel.errors import DigestMismatch, FencingTokenNotIssued, InvalidValue, StaleFencingToken, ValidationFailed
+from ..kernel.limits import check_query_value
+from ..kernel.secrets import install_log_redaction, redact
+from ..reconciliation.setup import configure as configure_reconcilers
+from ..store.audit import record_refusal
 from ..store.db import db, init_database
 from ..store.migrations import create_schema
 from .errors import LedgerUnavailable
@@ -55,14 +57,14 @@ def _bind(url):
 
 
 def message(reason, budget=None):
-    """api/answers.py message(): the human sentence of a reason code."""
+    """gate/answers.py message(): the human sentence of a reason code."""
     if budget:
         return f"the job's {budget} budget is used up; nothing is dispatched"
     return S.MESSAGES.get(reason, reason)
 
 
 def gate_answer(answer):
-    """core.gate.Answer as the client reads it: what answer_dict renders, without the operation."""
+    """gate.Answer as the client reads it: what answer_dict renders, without the operation."""
     op, details = answer.op, dict(answer.extras)
     if "evidence" in details.get("reconciliation", {}):
         details["reconciliation"] = {**details["reconciliation"], "evidence": redact(details["reconciliation"]["evidence"])}
@@ -86,7 +88,7 @@ class LocalLedger(Ledger):
         self.principal = Principal(tenant, "runner", actor)
         self.gate_config = gate.GateConfig(self.config.default_max_attempts, self.config.backoff_base_s,
                                            self.config.reconcile_claim_s)
-        # peewee logs statements with their parameters at DEBUG; the server never lets it (api/__init__.py).
+        # peewee logs statements with their parameters at DEBUG; the server never lets it (app.py).
         logging.getLogger("peewee").setLevel(max(logging.INFO, logging.getLogger("peewee").getEffectiveLevel()))
         install_log_redaction()
         self._database = _bind(database_url)
@@ -148,7 +150,7 @@ class LocalLedger(Ledger):
             job, lease = leases.acquire_lease(self.principal.tenant, job_id, b["owner"],
                                               b["ttl_s"] or self.config.default_lease_ttl_s, b["takeover"],
                                               self.principal.actor)
-            _, pending = ops.list_job_operations(self.principal.tenant, job_id, S.NEEDS_ATTENTION)
+            _, pending = job_ops.list_job_operations(self.principal.tenant, job_id, S.NEEDS_ATTENTION)
             out = lease_dict(lease)
             out["job"] = job_dict(job, lease)
             out["needs_reconcile"] = [operation_dict(op, job_id) for op in pending]
@@ -178,7 +180,7 @@ class LocalLedger(Ledger):
         token = b["fencing_token"]
         with self._session():
             if kind == "confirm":
-                checks.cost_total(b["cost"], lambda: ops.get_operation(self.principal.tenant, key).job.cost)
+                checks.cost_total(b["cost"], lambda: job_ops.get_operation(self.principal.tenant, key).job.cost)
                 op = ops.confirm(self.principal, key, token, b["remote_id"], b["receipt"], b["cost"])
             elif kind == "fail":
                 op = ops.fail(self.principal, key, token, b["retryable"], b["error"])
@@ -191,12 +193,12 @@ class LocalLedger(Ledger):
             check_query_value("state", ",".join(states))
             states = [st for st in ",".join(states).split(",") if st] or None
         with self._session():
-            _, rows = ops.list_job_operations(self.principal.tenant, job_id, states)
+            _, rows = job_ops.list_job_operations(self.principal.tenant, job_id, states)
             return [operation_dict(op, job_id) for op in rows]
 
     def _operation(self, key):
         with self._session():
-            return operation_dict(ops.get_operation(self.principal.tenant, key))
+            return operation_dict(job_ops.get_operation(self.principal.tenant, key))
 
     def _cancel(self, job_id, reason):
         b = self._checked("cancel", {"reason": reason})

@@ -11,7 +11,7 @@ import functools
 import inspect
 import logging
 
-from ..core.secrets import redact_text
+from ..kernel.secrets import redact_text
 from .errors import ConfirmForgotten, NotSent, StepUsageError
 
 log = logging.getLogger("durable_ledger.client")

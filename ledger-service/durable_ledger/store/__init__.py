@@ -12,13 +12,13 @@ from dataclasses import replace
 
 from peewee import fn
 
-from ..errors import InvalidTransition
-from ..fencing import check_fence
+from ..kernel.errors import InvalidTransition
+from ..kernel.fencing import check_fence
 from . import postgres, sqlite
 from .db import db, is_sqlite, write_txn
 from .models import AuditLog, Job, Lease, Operation, OperationEvent, Setting
-from .wait_models import ApprovalDelivery
 from .rows import ClaimTemplate, JobGuard, NewOp, dispatcher, json_codec
+from .wait_models import ApprovalDelivery
 
 __all__ = ["ClaimTemplate", "JobGuard", "NewOp", "write_txn", "load_gate", "claim_new", "claim_retry", "insert_prepared",
            "confirm", "transition", "lease_of", "operation_locked", "get_operation", "operation_events",
@@ -79,7 +79,7 @@ def confirm(tenant, key, token, remote_id, receipt, actor, detail, execution_id=
     """The hot confirm: SENT/UNKNOWN/NEEDS_REVIEW -> CONFIRMED if the token is current and the
     caller's n8n execution (``execution_id``, None for callers without one) is not another than
     the one that dispatched the attempt, in one statement where the backend can; None means
-    "take the general path" (`transition`, core/attempts.py)."""
+    "take the general path" (`transition`, reconciliation/attempts.py)."""
     now = time.time()
     return _backend().confirm(tenant, key, token, str(remote_id), json_codec.db_value(receipt or {}),
                               json_codec.db_value(detail), actor, now, execution_id)

@@ -109,7 +109,7 @@ class Operation(BaseModel):
     reconciling_until = DoubleField(null=True)  # a reconciler run's claim (one at a time per operation)
     evidence = JSONText(null=True)  # the last reconciliation's evidence and candidate remote objects
     # The n8n execution that moved the current attempt into SENT (None: a caller without one).
-    # A confirm or outcome from another execution does not settle the attempt (core/attempts.py).
+    # A confirm or outcome from another execution does not settle the attempt (reconciliation/attempts.py).
     dispatched_by = CharField(max_length=64, null=True)
     field_digests = JSONText(null=True)  # {top-level field: short digest} of the first payload (m0006)
     created_at = DoubleField()

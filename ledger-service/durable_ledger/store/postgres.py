@@ -5,15 +5,25 @@ concurrent takeover (an UPDATE of that row) either commits first (and the write 
 token and does nothing) or waits until the write has committed.
 
 Lock order rule for every writer: never hold the lease row exclusively and then wait for the
-job row, or the reverse (see core/lifecycle.py cancel_job and core/resume.py).
+job row, or the reverse (see jobs/lifecycle.py cancel_job and jobs/resume.py).
 """
 
 import weakref
 
 from .db import db, write_txn
 from .models import Lease, Operation
-from .rows import (EVENT_COLS, INSERT_COLS, JOB_COLS, OP_COLS, JobGuard, LeaseView, dispatcher, json_codec, job_model,
-                   op_model)
+from .rows import (
+    EVENT_COLS,
+    INSERT_COLS,
+    JOB_COLS,
+    OP_COLS,
+    JobGuard,
+    LeaseView,
+    dispatcher,
+    job_model,
+    json_codec,
+    op_model,
+)
 
 PARAM = "%s"
 # NO KEY UPDATE, not UPDATE: inserts that reference the job (events, audit rows, a takeover's
@@ -45,7 +55,7 @@ _PREPARE = (
 
 
 # The hot begin: load the job, its lease and the operation, and claim a new operation when the
-# request can only mean "dispatch" (row 3 of core/gate/decide.py with nothing else in the way),
+# request can only mean "dispatch" (row 3 of gate/decide.py with nothing else in the way),
 # all in one statement and one commit. The claim's conditions are a strict subset of what the
 # decision table would check: no row for the key, the job active (locked FOR SHARE, as in
 # `_CLAIM`), the token current (the lease locked FOR SHARE), no dispatch budget set, and the

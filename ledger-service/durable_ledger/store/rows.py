@@ -46,7 +46,7 @@ class NewOp:
     summary: dict | None
     now: float
     dispatched_by: str | None = None  # the n8n execution of the claim (a PREPARED row has none)
-    fields: dict | None = None  # per-top-level-field digests (core/gate/mismatch.py)
+    fields: dict | None = None  # per-top-level-field digests (gate/mismatch.py)
 
     def values(self, state):
         return [self.tenant, self.key, self.job_pk, self.task_version, self.action, self.digest, state, 1,
@@ -102,7 +102,7 @@ MayDispatch = Callable[[JobGuard], Any]
 
 
 def dispatcher(detail):
-    """The n8n execution an event's detail was stamped with (core/n8n_context.py `stamp`), or None:
+    """The n8n execution an event's detail was stamped with (kernel/n8n_context.py `stamp`), or None:
     the claims store it as the attempt's ``dispatched_by``, the same value its SENT event names."""
     n8n = (detail or {}).get("n8n") if isinstance(detail, dict) else None
     return (n8n or {}).get("execution_id")

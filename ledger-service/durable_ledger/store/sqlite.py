@@ -7,7 +7,7 @@ another writer's, so a plain SELECT before the INSERT is as good as a lock.
 
 from .db import db, write_txn
 from .models import Lease, Operation
-from .rows import EVENT_COLS, INSERT_COLS, JOB_COLS, OP_COLS, JobGuard, LeaseView, json_codec, job_model, op_model
+from .rows import EVENT_COLS, INSERT_COLS, JOB_COLS, OP_COLS, JobGuard, LeaseView, job_model, json_codec, op_model
 
 PARAM = "?"
 _GUARD = "SELECT status, halt_reason, budgets, cost, created_at FROM job WHERE id = ?"

@@ -1,6 +1,6 @@
 """Tables of executions waiting for an approval decision; the schema migrations create WAIT_MODELS.
 
-See core/approval_waits.py for the protocol. Rows belong to the operation (and its job) with
+See approvals/waits.py for the protocol. Rows belong to the operation (and its job) with
 ON DELETE CASCADE, so pruning a job takes its waits along.
 """
 

@@ -7,7 +7,7 @@
  * what users read (`explain`). This list is used when the ledger sent no message (an older
  * ledger, an answer without one), and for what the node decides itself (`explainOwn`).
  *
- * The codes are the ledger's (ledger-service/durable_ledger/core/states.py `MESSAGES`, and the
+ * The codes are the ledger's (ledger-service/durable_ledger/kernel/states.py `MESSAGES`, and the
  * gate's halts for a used-up budget or a halted job), plus the node's own; test/reasons.test.mjs
  * checks that every code the ledger can send has an entry.
  */

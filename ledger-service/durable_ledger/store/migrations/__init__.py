@@ -38,8 +38,14 @@ from ..console_sessions import SESSION_MODELS
 from ..db import db
 from ..models import ALL_MODELS
 from ..wait_models import WAIT_MODELS
-from . import (m0001_baseline, m0002_approval_denials_and_waits, m0003_unambiguous_key_lookups, m0004_attempt_dispatcher,
-               m0005_console_sessions, m0006_operation_field_digests)
+from . import (
+    m0001_baseline,
+    m0002_approval_denials_and_waits,
+    m0003_unambiguous_key_lookups,
+    m0004_attempt_dispatcher,
+    m0005_console_sessions,
+    m0006_operation_field_digests,
+)
 
 MIGRATIONS = [m0001_baseline, m0002_approval_denials_and_waits, m0003_unambiguous_key_lookups,
               m0004_attempt_dispatcher, m0005_console_sessions, m0006_operation_field_digests]

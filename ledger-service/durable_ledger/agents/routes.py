@@ -1,0 +1,150 @@
+"""HTTP routes of the agents module (session binding, sync, follow-up, webhooks, artifacts).
+
+Views parse, call ``durable_ledger.agents``, serialise. The webhook route has no bearer token:
+OpenAI signs it, and the signature is the authentication.
+"""
+
+from flask import Blueprint, jsonify, request, send_file
+from marshmallow import fields, validate
+
+from ..jobs import routes as job_routes
+from ..kernel.errors import AgentsApiError, SessionNotFound, ValidationFailed
+from ..kernel.limits import id_problem
+from ..web.context import config, principal
+from ..web.schemas import Strict, _identifier, _int32, load
+from . import actions as agent_actions
+from . import artifacts, followup, sessions, stream, sync, webhooks
+from .openai_client import get_client
+
+_idempotency_key = _identifier(200)
+
+bp = Blueprint("agents", __name__)
+
+
+class BindSchema(Strict):
+    session_id = fields.String(required=True, validate=validate.Length(min=1, max=255))
+
+
+class ExpectedArtifactSchema(Strict):
+    role = fields.String(required=True, validate=validate.Length(min=1, max=255))
+    sha256 = fields.String(required=True, validate=validate.Regexp(r"^[0-9a-f]{64}$", error="sha256 must be 64 hex digits"))
+    uri = fields.String(validate=validate.Length(min=1, max=2048))
+
+
+class SyncSchema(Strict):
+    fencing_token = fields.Integer(load_default=None, allow_none=True, strict=True, validate=_int32())
+    answer_actions = fields.Boolean(load_default=False)
+    rebuild_stream = fields.Boolean(load_default=False)
+    expected_artifacts = fields.List(fields.Nested(ExpectedArtifactSchema), load_default=list,
+                                     validate=validate.Length(max=1000))
+
+
+class FollowUpSchema(Strict):
+    message = fields.String(required=True, validate=validate.Length(min=1, max=20000))
+    fencing_token = fields.Integer(required=True, strict=True, validate=_int32())
+    idempotency_key = fields.String(load_default=None, allow_none=True, validate=_idempotency_key)
+
+
+@bp.put("/v1/jobs/<job_id>/session")
+def bind(job_id):
+    who = principal().require("runner")
+    body = load(BindSchema, request)
+    try:
+        binding, created = sessions.bind_session(get_client(), who.tenant, job_id, body["session_id"], who.actor)
+    except AgentsApiError as exc:
+        # The remote's 404 for the named session is the caller's wrong id, not a bad gateway.
+        if exc.details.get("status") == 404:
+            raise SessionNotFound(f"the Agents API has no session '{body['session_id']}'",
+                                  {"session_id": body["session_id"]}) from exc
+        raise
+    return jsonify(sessions.binding_dict(binding, job_id)), 201 if created else 200
+
+
+@bp.get("/v1/jobs/<job_id>/session")
+def show(job_id):
+    who = principal()
+    _, binding = sessions.get_binding(who.tenant, job_id)
+    return jsonify({**sessions.binding_dict(binding, job_id), "turns": sync.turn_summary(binding)})
+
+
+@bp.post("/v1/jobs/<job_id>/session/sync")
+def sync_session(job_id):
+    who = principal().require("runner")
+    body = load(SyncSchema, request)
+    binding, answers = sessions.binding_for_sync(who.tenant, job_id, body["answer_actions"], body["fencing_token"])
+    client = get_client()
+    if body["rebuild_stream"]:
+        stream.rebuild(client, binding)
+        binding = type(binding).get_by_id(binding.id)
+    binding, session = sync.full_sync(client, binding)
+    answered = None
+    if answers:
+        answered = agent_actions.answer_required_actions(who, client, binding, job_id, session,
+                                                         body["fencing_token"])
+        binding = type(binding).get_by_id(binding.id)
+    out = {**sessions.binding_dict(binding, job_id), "turns": sync.turn_summary(binding)}
+    if answered is not None:
+        out["actions"] = answered
+    if body["expected_artifacts"]:
+        out["artifacts"] = artifacts.advance_evidence(who.tenant, body["expected_artifacts"], out["turns"])
+    return jsonify(out)
+
+
+@bp.post("/v1/jobs/<job_id>/session/follow-up")
+def follow_up(job_id):
+    who = principal().require("runner")
+    body = load(FollowUpSchema, request)
+    key = request.headers.get("Idempotency-Key") or body["idempotency_key"]
+    if key is not None and id_problem(key, 200):
+        raise ValidationFailed(f"Idempotency-Key {id_problem(key, 200)}", {"field": "Idempotency-Key"})
+    job, binding = sessions.get_binding(who.tenant, job_id)
+    row, sent_now = followup.send_follow_up(get_client(), job, binding, body["message"], body["fencing_token"], key)
+    return jsonify({"idempotency_key": row.idempotency_key, "state": row.state, "sent_now": sent_now,
+                    "attempts": row.attempts, "packet": row.packet}), 201 if sent_now else 200
+
+
+@bp.delete("/v1/jobs/<job_id>/session")
+def clean_up(job_id):
+    """Delete the remote session and say what happened to the compute (self-hosted is not stopped)."""
+    who = principal().require("runner")
+    _, binding = sessions.get_binding(who.tenant, job_id)
+    compute = sessions.delete_session(get_client(), binding)
+    return jsonify({"session_id": binding.session_id, "session_deleted": True, "compute": compute})
+
+
+@bp.post("/v1/webhooks/openai")
+def openai_webhook():
+    status, body = webhooks.receive(request.get_data(cache=True), request.headers)
+    return jsonify(body), status
+
+
+@bp.put("/v1/artifacts")
+def put_artifact():
+    who = principal().require("runner")
+    cfg = config()
+    # Before the stream is first touched: the body limit for JSON routes is far smaller.
+    request.max_content_length = cfg.max_artifact_bytes
+    expected = request.headers.get("X-Content-SHA256") or request.args.get("sha256")
+    if expected is not None and not artifacts.SHA_RE.match(expected):
+        raise ValidationFailed("X-Content-SHA256 must be 64 lowercase hex digits", {"field": "sha256"})
+    sha, size, created = artifacts.put_stream(who.tenant, request.stream, expected, max_bytes=cfg.max_artifact_bytes,
+                                              quota_bytes=cfg.artifact_quota_bytes,
+                                              announced=request.content_length)
+    return jsonify({"sha256": sha, "size": size, "created": created}), 201 if created else 200
+
+
+@bp.get("/v1/artifacts/<sha256>")
+def get_artifact(sha256):
+    who = principal()
+    path, size = artifacts.open_artifact(who.tenant, sha256)
+    resp = send_file(path, mimetype="application/octet-stream", etag=sha256, conditional=True)
+    resp.headers["X-Content-SHA256"] = sha256
+    return resp
+
+
+def install(app):
+    """The blueprint, and the session binder `PUT /v1/jobs/{id}` calls with a session_id."""
+    app.register_blueprint(bp)
+    app.extensions[job_routes.SESSION_BINDER] = (
+        lambda tenant, job_id, session_id, actor, **spec:
+        sessions.create_job_with_session(get_client(), tenant, job_id, session_id, actor, **spec))

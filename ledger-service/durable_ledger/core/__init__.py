@@ -1,1 +1,0 @@
-"""The ledger's core: plain Python, no Flask. Views call these functions; so do the CLI and tests."""

@@ -1,7 +1,0 @@
-"""The gate: `begin` decides whether a step may run (see decide.py for the whole table)."""
-
-from .batch import begin_many
-from .run import ROUNDS, begin, request
-from .request import MISSING, Answer, BeginRequest, GateConfig
-
-__all__ = ["ROUNDS", "begin", "begin_many", "request", "MISSING", "Answer", "BeginRequest", "GateConfig"]

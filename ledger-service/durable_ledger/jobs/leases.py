@@ -1,0 +1,112 @@
+"""Leases with fencing tokens (why: durable_ledger/kernel/fencing.py, which checks them).
+
+Tokens only grow: takeover increments the row's token in a conditional UPDATE, release keeps it.
+"""
+
+import time
+
+from peewee import IntegrityError
+
+from .. import store
+from ..kernel.errors import LeaseHeld, LeaseLost, ValidationFailed
+from ..kernel.n8n_context import stamp
+from ..store.audit import record_refusal
+from ..store.db import write_txn
+from ..store.models import AuditLog, Lease
+from .jobs import get_job
+from .serialize import iso
+
+MAX_TTL_S = 24 * 3600
+
+
+def check_ttl(ttl_s):
+    if ttl_s is None or not (1 <= ttl_s <= MAX_TTL_S):
+        raise ValidationFailed(f"ttl_s must be between 1 and {MAX_TTL_S}", {"field": "ttl_s"})
+    return ttl_s
+
+
+def acquire_lease(tenant, job_id, owner, ttl_s, takeover=False, actor="system", now=None):
+    """Returns (job, lease). Same owner + live lease: extend, same token."""
+    ttl_s = check_ttl(ttl_s)
+    job = get_job(tenant, job_id)
+    for _ in range(5):
+        now_ = time.time() if now is None else now
+        lease = store.lease_of(job.id)
+        if lease is None:
+            try:
+                with write_txn():
+                    lease = Lease.create(job=job.id, owner=owner, fencing_token=1,
+                                         expires_at=now_ + ttl_s, acquired_at=now_)
+                    AuditLog.create(tenant=tenant, job=job.id, actor=actor, action="lease_acquired",
+                                    detail={"owner": owner, "fencing_token": 1}, created_at=now_)
+                return job, lease
+            except IntegrityError:
+                continue  # a concurrent first acquirer won; re-read and compete normally
+        live = lease.expires_at > now_
+        if live and lease.owner == owner:
+            n = (Lease.update(expires_at=now_ + ttl_s)
+                 .where(Lease.id == lease.id, Lease.fencing_token == lease.fencing_token).execute())
+            if n == 1:
+                lease.expires_at = now_ + ttl_s
+                return job, lease
+            continue
+        if live and not takeover:
+            raise held_refusal(tenant, job, lease, owner, actor, now_)
+        # Expired, or an explicit takeover: the conditional UPDATE on the old token makes
+        # two concurrent takers race for one increment; the loser re-reads and sees a live lease.
+        new_token = lease.fencing_token + 1
+        with write_txn():
+            n = (Lease.update(owner=owner, fencing_token=new_token, expires_at=now_ + ttl_s, acquired_at=now_)
+                 .where(Lease.id == lease.id, Lease.fencing_token == lease.fencing_token).execute())
+            if n == 1:
+                AuditLog.create(tenant=tenant, job=job.id, actor=actor,
+                                action="lease_taken_over" if live else "lease_acquired",
+                                detail={"owner": owner, "previous_owner": lease.owner, "fencing_token": new_token},
+                                created_at=now_)
+        if n == 1:
+            return job, Lease.get_by_id(lease.id)
+    raise LeaseHeld("lease is contended; retry", {})
+
+
+def held_refusal(tenant, job, lease, owner, actor, now):
+    """The refusal of a live lease held by another owner, recorded on the job's timeline. It names
+    the way out (n8n's Start Job option Take Over, the API's ``takeover``) and the expiry as an ISO
+    time; ``expires_at`` stays the epoch number earlier releases answered."""
+    until = iso(lease.expires_at)
+    exc = LeaseHeld(
+        f"job '{job.job_id}' is leased by '{lease.owner}' until {until} ({max(0, round(lease.expires_at - now))} s "
+        "from now); turn on Start Job's option Take Over (API: \"takeover\": true) to take it over (the holder "
+        "is fenced out at its next ledger call), or wait until then",
+        {"owner": lease.owner, "expires_at": lease.expires_at, "expires_at_iso": until,
+         "fencing_token": lease.fencing_token, "option": "takeover"},
+    )
+    record_refusal(tenant, job.id, actor, exc.code, stamp({"owner": lease.owner, "requested_by": owner,
+                                                           "expires_at": lease.expires_at, "reason": exc.message}))
+    return exc
+
+
+def renew_lease(tenant, job_id, owner, fencing_token, ttl_s, now=None):
+    ttl_s = check_ttl(ttl_s)
+    job = get_job(tenant, job_id)
+    now_ = time.time() if now is None else now
+    n = (Lease.update(expires_at=now_ + ttl_s)
+         .where(Lease.job == job.id, Lease.owner == owner, Lease.fencing_token == fencing_token)
+         .execute())
+    if n != 1:
+        lease = store.lease_of(job.id)
+        raise LeaseLost(
+            "lease was taken over or never held by this owner; acquire a new one",
+            {"current_owner": lease.owner if lease else None, "current_token": lease.fencing_token if lease else None},
+        )
+    return job, store.lease_of(job.id)
+
+
+def release_lease(tenant, job_id, owner, fencing_token, now=None):
+    """Expire the lease now; the token high-water mark stays so old tokens remain stale."""
+    job = get_job(tenant, job_id)
+    now_ = time.time() if now is None else now
+    n = (Lease.update(expires_at=now_)
+         .where(Lease.job == job.id, Lease.owner == owner, Lease.fencing_token == fencing_token)
+         .execute())
+    if n != 1:
+        raise LeaseLost("lease is not held by this owner with this token", {})

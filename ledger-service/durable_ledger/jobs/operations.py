@@ -1,0 +1,25 @@
+"""Reading a tenant's operations: one by its key (404 when there is none), its events, a job's list."""
+
+from .. import store
+from ..kernel.errors import OperationNotFound
+from ..store.models import Operation
+from .jobs import get_job_and_lease
+
+
+def get_operation(tenant, key):
+    op = store.get_operation(tenant, key)
+    if op is None:
+        raise OperationNotFound(f"no operation '{key}'", {"operation_key": key})
+    return op
+
+
+def operation_events(op):
+    return store.operation_events(op.id)
+
+
+def list_job_operations(tenant, job_id, states=None):
+    job, _ = get_job_and_lease(tenant, job_id)
+    q = Operation.select().where(Operation.job == job.id)
+    if states:
+        q = q.where(Operation.state.in_(states))
+    return job, list(q.order_by(Operation.id))

@@ -1,0 +1,209 @@
+"""One job's history in time order, and the tenant's jobs list, for the console.
+
+The timeline is assembled from the append-only records the ledger already keeps: operation
+events (every transition, who, with which token), checkpoints, and the audit log (leases,
+approvals, denials, reviews, halts, refusals, receipts reused). Nothing here writes. Everything
+a caller stored (receipts, errors, event details, checkpoint bodies) is shown through ``redact``,
+and becomes a link only if it is an http(s) URL (kernel/links.py). A lookup-result is the caller's
+report, labelled as such; the n8n execution shown is only ever the one the ledger saw (the
+request's X-N8N-Execution-Id, stamped by kernel/n8n_context.py), never one a caller wrote down.
+"""
+
+from peewee import fn
+
+from ..kernel import states as S
+from ..kernel.links import http_url
+from ..kernel.n8n_context import clean_id
+from ..kernel.secrets import redact
+from ..store.audit import REFUSAL_PREFIX
+from ..store.models import ApprovalDenial, AuditLog, Checkpoint, Job, Operation, OperationEvent
+from . import budgets
+from .jobs import get_job_and_lease
+from .serialize import iso, lease_dict
+
+PAGE_SIZE = 25
+UNKNOWNISH = (S.UNKNOWN, S.NEEDS_REVIEW)  # "has unknown": an outcome nobody has proven yet
+
+
+def _n8n(detail):
+    n = (detail or {}).get("n8n") if isinstance(detail, dict) else None
+    if isinstance(n, dict) and (clean_id(n.get("execution_id")) or clean_id(n.get("workflow_id"))):
+        return {"execution_id": clean_id(n.get("execution_id")) or "", "workflow_id": clean_id(n.get("workflow_id")) or ""}
+    return None
+
+
+def _event_text(ev, action):
+    d = ev.detail or {}
+    if d.get("no_reconciler"):
+        return f"no reconciler for {d['no_reconciler']}: the remote system was not asked; an editor decides → " \
+               f"{ev.to_state}", "warn"
+    if "reconciled" in d and d.get("source") == "caller_lookup":
+        return f"reported by {ev.actor} via lookup-result: {d['reconciled']} → {ev.to_state}", "reported"
+    if "reconciled" in d:
+        return f"reconciled with the remote system: {d['reconciled']} → {ev.to_state}", "reconcile"
+    if "reconcile_error" in d:
+        return "reconciliation could not ask the remote system; state unchanged", "reconcile"
+    if "review" in d:
+        return f"reviewed by an editor: {d['review']} → {ev.to_state}", "review"
+    if ev.to_state == S.PREPARED:
+        return "prepared; waiting for an approval" if d.get("reason") == "approval_required" else "prepared", "wait"
+    if ev.to_state == S.SENT:
+        return f"sent (attempt {d.get('attempt', 1)}): persisted before dispatch", "sent"
+    if ev.to_state == S.CONFIRMED:
+        return f"confirmed: remote id {d.get('remote_id')}", "ok"
+    if ev.to_state == S.FAILED:
+        return ("failed, retry allowed" if d.get("retryable") else "failed permanently"), "bad"
+    if ev.to_state == S.UNKNOWN:
+        return "outcome unknown (sent, no proof either way)", "warn"
+    return f"{ev.from_state or '—'} → {ev.to_state}", "op"
+
+
+_AUDIT_TEXT = {
+    "job_created": ("job created", "job"),
+    "lease_acquired": ("lease acquired by {owner}: fencing token {fencing_token}", "lease"),
+    "lease_taken_over": ("lease taken over by {owner} from {previous_owner}: fencing token {fencing_token}", "lease"),
+    "version_bumped": ("task version {from} → {to}", "job"),
+    "approval_granted": ("approval granted for {action}, expires {expires_iso}", "approval"),
+    "approval_used": ("approval used: {action} dispatched", "approval"),
+    "approval_revoked": ("approval revoked", "approval"),
+    "approval_denied": ("approval denied: {reason}", "denied"),
+    "review_resolved": ("review resolved: {decision}", "review"),
+    "receipt_reused": ("receipt reused: not repeated, remote id {remote_id}", "reuse"),
+    "receipt_kept": ("receipt of a fenced-out execution kept as evidence, not as the outcome: remote id {remote_id}",
+                     "bad"),
+    "job_halted": ("job halted: {reason}", "bad"),
+    "job_cancelled": ("job cancelled", "bad"),
+    "job_resumed": ("resumed by {owner} (attempt {attempt})", "lease"),
+    "job_rewound": ("rewound from {from} to {to}", "job"),
+    "job_reauthorized": ("re-authorised", "job"),
+}
+
+
+def _audit_text(row):
+    d = dict(row.detail or {})
+    if row.action.startswith(REFUSAL_PREFIX):
+        code = row.action[len(REFUSAL_PREFIX):]
+        reason = d.get("reason")
+        return (f"refused: {code}: {reason}" if isinstance(reason, str) and reason and reason != code
+                else f"refused: {code}"), "refusal"
+    text, kind = _AUDIT_TEXT.get(row.action, (row.action.replace("_", " "), "job"))
+    if "expires_at" in d and isinstance(d["expires_at"], (int, float)):
+        d["expires_iso"] = iso(d["expires_at"])
+
+    class _Blank(dict):
+        def __missing__(self, k):
+            return "?"
+    return text.format_map(_Blank(d)), kind
+
+
+def job_timeline(tenant, job_id, n8n_url=""):
+    """The job (tenant-scoped: another tenant's id is JobNotFound), its operations and its history."""
+    job, lease = get_job_and_lease(tenant, job_id)
+    ops = list(Operation.select().where(Operation.job == job.id).order_by(Operation.id))
+    by_id = {op.id: op for op in ops}
+    entries = []
+    for ev in OperationEvent.select().where(OperationEvent.job == job.id).order_by(OperationEvent.id):
+        op = by_id.get(ev.operation_id)
+        text, kind = _event_text(ev, op.action if op else "?")
+        entries.append({"ts": ev.created_at, "seq": (0, ev.id), "kind": kind, "subject": op.action if op else "?",
+                        "operation_key": op.operation_key if op else None, "text": text, "who": ev.actor,
+                        "fencing_token": ev.fencing_token, "state": ev.to_state, "detail": redact(ev.detail),
+                        "n8n": _n8n(ev.detail)})
+    for cp in Checkpoint.select().where(Checkpoint.job == job.id).order_by(Checkpoint.seq):
+        body = redact(dict(cp.body or {}))
+        entries.append({"ts": cp.created_at, "seq": (1, cp.id), "kind": "checkpoint", "subject": cp.phase,
+                        "operation_key": None, "text": f"checkpoint #{cp.seq}: phase {cp.phase} (v{cp.task_version})",
+                        "who": cp.actor, "fencing_token": cp.fencing_token, "state": None,
+                        "artifacts": body.get("artifacts") or [], "detail": {k: v for k, v in body.items()
+                                                                             if k != "artifacts" and v},
+                        "n8n": _n8n(body)})
+    for row in AuditLog.select().where(AuditLog.job == job.id).order_by(AuditLog.id):
+        if row.action == "checkpoint":
+            continue  # the checkpoint row itself is shown, with its artifacts
+        text, kind = _audit_text(row)
+        d = redact(row.detail or {})
+        entries.append({"ts": row.created_at, "seq": (2, row.id), "kind": kind,
+                        "subject": d.get("action") or (d.get("operation_key") or "").rsplit(":", 1)[-1] or "job",
+                        "operation_key": d.get("operation_key"), "text": text, "who": row.actor,
+                        "fencing_token": d.get("fencing_token"), "state": None, "detail": d, "n8n": _n8n(row.detail)})
+    entries.sort(key=lambda e: (e["ts"], e["seq"]))
+    for e in entries:
+        e["at"] = iso(e["ts"])
+        if e["n8n"]:
+            e["n8n"]["url"] = n8n_link(n8n_url, e["n8n"])
+    return {"job": job, "created": iso(job.created_at), "lease": lease_dict(lease), "operations": [_op_row(op) for op in ops],
+            "entries": entries, "budgets": budgets.usage(job)}
+
+
+def n8n_link(base, n8n):
+    if not base or not n8n or not n8n.get("execution_id"):
+        return None
+    if n8n.get("workflow_id"):
+        return f"{base}/workflow/{n8n['workflow_id']}/executions/{n8n['execution_id']}"
+    return f"{base}/executions/{n8n['execution_id']}"
+
+
+def _op_row(op):
+    receipt = redact(op.receipt or {})
+    evidence = op.evidence or {}
+    found = []
+    if isinstance(receipt, dict):
+        found += [(label, receipt.get(k)) for label, k in (("open in WordPress", "edit_url"), ("view", "link"))
+                  if receipt.get(k) not in (None, "")]
+    for c in evidence.get("candidates") or []:
+        if isinstance(c, dict) and str(c.get("id")) == str(op.remote_id) and c.get("edit_url") not in (None, ""):
+            found.append(("open in WordPress", c["edit_url"]))
+    links = [(label, http_url(v)) for label, v in found if http_url(v)]
+    unlinked = [(label, str(v)[:300]) for label, v in found if not http_url(v)]
+    return {"operation_key": op.operation_key, "action": op.action, "state": op.state, "attempt": op.attempt,
+            "max_attempts": op.max_attempts, "fencing_token": op.fencing_token, "target": op.target,
+            "remote_id": op.remote_id, "request_hash": op.request_hash, "requires_approval": op.requires_approval,
+            "receipt": receipt, "last_error": redact(op.last_error), "reconcile_attempts": op.reconcile_attempts,
+            "links": list(dict.fromkeys(links)), "unlinked": list(dict.fromkeys(unlinked)),
+            "updated_at": iso(op.updated_at)}
+
+
+def list_jobs(tenant, status=None, phase=None, has_unknown=False, awaiting_approval=False, search=None, page=1):
+    """(rows, total) for one page of the tenant's jobs, most recently updated first."""
+    q = Job.select().where(Job.tenant == tenant)
+    if status:
+        q = q.where(Job.status == status)
+    if phase:
+        q = q.where(Job.phase == phase)
+    if search:
+        q = q.where(fn.LOWER(Job.job_id).contains(search.lower()))
+    if has_unknown:
+        q = q.where(Job.id.in_(Operation.select(Operation.job).where(
+            Operation.tenant == tenant, Operation.state.in_(UNKNOWNISH))))
+    if awaiting_approval:
+        q = q.where(Job.id.in_(Operation.select(Operation.job).where(
+            Operation.tenant == tenant, Operation.state == S.PREPARED, Operation.requires_approval == True)))
+    total = q.count()
+    page = max(1, int(page))
+    jobs = list(q.order_by(Job.updated_at.desc(), Job.id.desc()).paginate(page, PAGE_SIZE))
+    counts = {}
+    if jobs:
+        for job_pk, state, n in (Operation.select(Operation.job, Operation.state, fn.COUNT(Operation.id))
+                                 .where(Operation.job.in_([j.id for j in jobs]))
+                                 .group_by(Operation.job, Operation.state).tuples()):
+            counts.setdefault(job_pk, {})[state] = n
+    waiting, denied = set(), set()
+    if jobs:
+        waiting = {r[0] for r in Operation.select(Operation.job).where(
+            Operation.job.in_([j.id for j in jobs]), Operation.state == S.PREPARED,
+            Operation.requires_approval == True).tuples()}
+        denied = {r[0] for r in ApprovalDenial.select(ApprovalDenial.job).join(Operation).where(
+            ApprovalDenial.job.in_(list(waiting)), ApprovalDenial.lifted_at.is_null(),
+            Operation.state == S.PREPARED).tuples()} if waiting else set()
+    rows = [{"job_id": j.job_id, "status": j.status, "halt_reason": j.halt_reason, "phase": j.phase,
+             "pipeline": j.pipeline, "task_version": j.task_version, "states": counts.get(j.id, {}),
+             "unknown": sum(counts.get(j.id, {}).get(s, 0) for s in UNKNOWNISH),
+             "awaiting_approval": j.id in waiting and j.id not in denied, "denied": j.id in denied,
+             "updated_at": iso(j.updated_at)} for j in jobs]
+    return rows, total
+
+
+def tenant_phases(tenant):
+    return [p for (p,) in Job.select(Job.phase).where(Job.tenant == tenant, Job.phase.is_null(False))
+            .distinct().order_by(Job.phase).tuples()]
+

@@ -1,0 +1,108 @@
+"""Health, metrics and the OpenAPI document."""
+
+import time
+
+from flask import Blueprint, Response, jsonify, request
+
+from . import __version__, store
+from .auth import authenticate, bearer_from_header
+from .jobs import report
+from .openapi import ROUTES, spec_dict
+from .web.context import config, principal
+
+bp = Blueprint("service", __name__)
+_started = time.time()
+
+# What a token of each role is for, in the words the n8n credential test and the CLI show.
+ROLE_PURPOSE = {
+    "runner": "runs workflows: starts jobs, takes their leases, begins steps, records outcomes, saves "
+              "checkpoints (the n8n node and the Python client need this role)",
+    "editor": "resolves the review queue and reconciles steps in the console; cannot run workflows",
+    "approver": "approves and denies steps in the console; cannot run workflows",
+    "admin": "may do everything a runner, an editor and an approver may",
+}
+
+
+def allowed_routes(role):
+    """The API routes a role may call (public ones left out), from the OpenAPI table."""
+    out = []
+    for method, path, _body, _summary, roles, *_query in ROUTES:
+        names = {r.strip() for r in roles.split(",")}
+        if "none" not in names and (role == "admin" or "any" in names or role in names):
+            out.append(f"{method.upper()} {path}")
+    return out
+
+
+@bp.get("/health")
+def health():
+    body = {"status": "ok", "version": __version__, "uptime_s": round(time.time() - _started, 1)}
+    try:
+        store.ping()
+        body["database"] = "ok"
+    except Exception as exc:  # noqa: BLE001 - report any driver failure as unhealthy
+        body.update(status="unavailable", database="error", error=type(exc).__name__)
+        return jsonify(body), 503
+    raw = bearer_from_header(request.headers.get("Authorization"))
+    if raw is not None or request.headers.get("Authorization"):
+        who = authenticate(raw, config().token_cache_ttl_s)  # 401 if the token is wrong
+        body.update(tenant=who.tenant, role=who.role)
+    return jsonify(body)
+
+
+@bp.get("/v1/whoami")
+def whoami():
+    """Who this token is: tenant, role, what it may do; `?tenant=` checks the tenant too."""
+    who = principal()
+    body = {
+        "tenant": who.tenant,
+        "role": who.role,
+        "name": who.name,
+        "sites": None if who.sites is None else sorted(who.sites),
+        "runs_workflows": who.role in ("runner", "admin"),
+        "may": ROLE_PURPOSE.get(who.role, ""),
+        "actions": allowed_routes(who.role),
+    }
+    expected = request.args.get("tenant", "").strip()
+    if expected:
+        body["tenant_matches"] = expected == who.tenant
+    return jsonify(body)
+
+
+@bp.get("/metrics")
+def metrics():
+    counts = report.gauges()
+    lines = ["# HELP durable_operations Operations in the ledger by state.", "# TYPE durable_operations gauge"]
+    lines += [f'durable_operations{{state="{state}"}} {n}' for state, n in counts["operations"]]
+    lines += ["# HELP durable_jobs Jobs by status.", "# TYPE durable_jobs gauge"]
+    lines += [f'durable_jobs{{status="{status}"}} {n}' for status, n in counts["jobs"]]
+    lines += _refusal_lines(counts["refusals"], _metrics_tenant())
+    lines += ["# HELP durable_approval_resumes Resume calls of n8n executions waiting for an approval, by state.",
+              "# TYPE durable_approval_resumes gauge"]
+    lines += [f'durable_approval_resumes{{state="{state}"}} {n}' for state, n in counts["deliveries"]]
+    return Response("\n".join(lines) + "\n", mimetype="text/plain; version=0.0.4")
+
+
+def _metrics_tenant():
+    """The tenant whose refusals /metrics may name: an admin token's own. Without one (or with
+    another role) only totals by code: an open /metrics must not list tenants. A wrong token is 401."""
+    raw = bearer_from_header(request.headers.get("Authorization"))
+    if raw is None and not request.headers.get("Authorization"):
+        return None
+    who = authenticate(raw, config().token_cache_ttl_s)
+    return who.tenant if who.role == "admin" else None
+
+
+def _refusal_lines(refusals, tenant):
+    totals = {}
+    for _t, code, n in refusals:
+        totals[code] = totals.get(code, 0) + n
+    lines = ["# HELP durable_refusals_total Side effects and checkpoints the ledger refused, by code"
+             " (by tenant too, for the tenant of an admin token).", "# TYPE durable_refusals_total counter"]
+    lines += [f'durable_refusals_total{{code="{code}"}} {n}' for code, n in sorted(totals.items())]
+    lines += [f'durable_refusals_total{{tenant="{t}",code="{code}"}} {n}' for t, code, n in refusals if t == tenant]
+    return lines
+
+
+@bp.get("/openapi.json")
+def openapi():
+    return jsonify(spec_dict())
