@@ -24,9 +24,9 @@ def test_artifacts_carry_the_version_and_the_same_plugin_source():
         assert f"Version: {v}" in zf.read(f"durable_ledger-{v}.dist-info/METADATA").decode()
         assert zf.read("durable_ledger/wordpress/durable-ops.php") == php      # the mu-plugin, byte for byte
         assert {"durable_ledger/wordpress/uninstall.php", "durable_ledger/wordpress/readme.txt"} <= names
-        templates = {n for n in names if n.startswith("durable_ledger/api/templates/")}
-        source_templates = {f"durable_ledger/api/templates/{p.name}"
-                            for p in (REPO / "ledger-service/durable_ledger/api/templates").glob("*.html")}
+        templates = {n for n in names if n.startswith("durable_ledger/console/templates/")}
+        source_templates = {f"durable_ledger/console/templates/{p.name}"
+                            for p in (REPO / "ledger-service/durable_ledger/console/templates").glob("*.html")}
         assert templates == source_templates
     with tarfile.open(artifact(f"durable_ledger-{v}.tar.gz")) as tf:
         assert tf.extractfile(f"durable_ledger-{v}/wordpress/durable-ops.php").read() == php
