@@ -27,8 +27,7 @@ from ..gate import outcomes as ops
 from ..kernel import states as S
 from ..kernel.errors import LedgerError
 from ..kernel.secrets import redact
-from ..store.agent_models import ActionDelivery, SessionBinding
-from ..store.db import write_txn
+from ..store import sessions as session_store
 from .openai_client import sessions
 
 
@@ -83,26 +82,20 @@ def tool_result_key(session_id, call_id):
 
 def _deliver(client, binding, call_id, turn_id, op_key, output=None, error=None):
     """Outbox first (committed), then the send; a failed send leaves the row pending."""
-    now = time.time()
-    with write_txn():
-        ActionDelivery.insert(binding=binding.id, call_id=call_id, turn_id=turn_id, operation_key=op_key,
-                              state="pending", created_at=now, updated_at=now).on_conflict_ignore().execute()
+    session_store.claim_delivery(binding.id, call_id, turn_id, op_key, time.time())
     event = {"type": "agent.session.input.tool_result", "call_id": call_id, "turn_id": turn_id,
              "success": error is None}
     if error is None:
         event["output"] = _output_text(output)
     else:
         event["error"] = error
-    where = (ActionDelivery.binding == binding.id) & (ActionDelivery.call_id == call_id)
     try:
         sessions(client).events.create(binding.session_id, events=[event],
                                        idempotency_key=tool_result_key(binding.session_id, call_id))
     except openai.APIError as exc:
-        ActionDelivery.update(attempts=ActionDelivery.attempts + 1, last_error=f"{type(exc).__name__}: {exc}"[:500],
-                              updated_at=time.time()).where(where).execute()
+        session_store.delivery_failed(binding.id, call_id, f"{type(exc).__name__}: {exc}"[:500])
         return "delivery_failed"
-    ActionDelivery.update(state="delivered", attempts=ActionDelivery.attempts + 1, last_error=None,
-                          updated_at=time.time()).where(where).execute()
+    session_store.delivery_done(binding.id, call_id)
     return "delivered"
 
 
@@ -154,7 +147,7 @@ def _approval(principal, action, job_id, token):
 def _environment(binding, action):
     env = {**(binding.environment or {}), "state": "connection_required",
            "reconnect_environment_id": action.environment_id}
-    SessionBinding.update(environment=env, updated_at=time.time()).where(SessionBinding.id == binding.id).execute()
+    session_store.set_binding_environment(binding.id, env)
     binding.environment = env
     return {"type": "environment_connection", "environment_id": action.environment_id, "status": "environment_state"}
 

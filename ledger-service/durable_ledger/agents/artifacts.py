@@ -20,11 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from peewee import fn
-
 from ..kernel.config import default_data_dir
 from ..kernel.errors import ArtifactNotFound, ArtifactQuotaExceeded, DigestMismatch, PayloadTooLarge, ValidationFailed
-from ..store.agent_models import Artifact
+from ..store import artifacts as artifact_store
 
 SHA_RE = re.compile(r"^[0-9a-f]{64}$")
 CHUNK = 1 << 16
@@ -44,7 +42,7 @@ def blob_path(sha256, root=None):
 
 
 def tenant_usage(tenant):
-    return Artifact.select(fn.COALESCE(fn.SUM(Artifact.size), 0)).where(Artifact.tenant == tenant).scalar() or 0
+    return artifact_store.artifact_bytes_of(tenant)
 
 
 def _check_quota(tenant, sha, size, quota_bytes):
@@ -100,7 +98,7 @@ def put_stream(tenant, stream, expected_sha256=None, root=None, max_bytes=None, 
             os.unlink(tmp)
     # Only the 201/200 distinction depends on this read; the row itself is claimed by INSERT.
     existed = has_artifact(tenant, sha)
-    Artifact.insert(tenant=tenant, sha256=sha, size=size, created_at=time.time()).on_conflict_ignore().execute()
+    artifact_store.record_artifact(tenant, sha, size, time.time())
     return sha, size, not existed
 
 
@@ -109,13 +107,13 @@ def put_bytes(tenant, data, root=None):
 
 
 def has_artifact(tenant, sha256):
-    return Artifact.select().where(Artifact.tenant == tenant, Artifact.sha256 == sha256).exists()
+    return artifact_store.has_artifact(tenant, sha256)
 
 
 def open_artifact(tenant, sha256, root=None):
     """Returns (path, size) after checking the tenant may read it and the file is intact on disk."""
     path = blob_path(sha256, root)
-    row = Artifact.get_or_none(Artifact.tenant == tenant, Artifact.sha256 == sha256)
+    row = artifact_store.artifact_of(tenant, sha256)
     if row is None or not path.exists():
         raise ArtifactNotFound(f"no artifact {sha256}", {"sha256": sha256})
     return path, row.size

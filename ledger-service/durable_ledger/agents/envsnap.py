@@ -15,8 +15,7 @@ from pathlib import Path
 from ..jobs.jobs import get_job
 from ..kernel.digest import canonical_json, request_digest
 from ..kernel.errors import NotFound, ValidationFailed
-from ..store.agent_models import EnvSnapshot
-from ..store.db import write_txn
+from ..store import artifacts as artifact_store
 from .artifacts import blob_path, file_sha256, open_artifact, put_bytes, put_stream
 
 LOCK_FILES = {"poetry.lock", "package-lock.json", "yarn.lock", "pnpm-lock.yaml", "uv.lock", "Pipfile.lock",
@@ -92,17 +91,12 @@ def snapshot(tenant, job_id, directory, commands=(), test_reports=()):
     }
     manifest_sha = request_digest(manifest)
     put_bytes(tenant, canonical_json(manifest))
-    with write_txn():
-        EnvSnapshot.create(tenant=tenant, job=job.id, manifest_sha256=manifest_sha, manifest=manifest,
-                           created_at=time.time())
+    artifact_store.add_env_snapshot(tenant, job.id, manifest_sha, manifest, time.time())
     return {"manifest_sha256": manifest_sha, **manifest}
 
 
 def latest(tenant, job_pk, manifest_sha256=None):
-    q = EnvSnapshot.select().where(EnvSnapshot.tenant == tenant, EnvSnapshot.job == job_pk)
-    if manifest_sha256:
-        q = q.where(EnvSnapshot.manifest_sha256 == manifest_sha256)
-    return q.order_by(EnvSnapshot.id.desc()).first()
+    return artifact_store.latest_env_snapshot(tenant, job_pk, manifest_sha256)
 
 
 def restore(tenant, job_id, directory, manifest_sha256=None):

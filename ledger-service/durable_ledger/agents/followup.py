@@ -17,17 +17,14 @@ so a retried call is one message.
 import time
 
 import openai
-from peewee import IntegrityError
 
+from .. import store
 from ..jobs.budgets import tool_calls_used
-from ..kernel import states as S
 from ..kernel.checks import BUDGETS, stored_budgets
 from ..kernel.digest import request_digest
 from ..kernel.errors import AgentsApiError, DigestMismatch, FollowUpRefused
 from ..kernel.fencing import check_fence
-from ..store.agent_models import FollowUp
-from ..store.db import write_txn
-from ..store.models import Checkpoint, Lease, Operation
+from ..store import sessions as session_store
 from .openai_client import sessions
 from .sync import OPEN_TURN_STATUSES, retrieve_session
 
@@ -56,9 +53,7 @@ def refusal_reasons(client, job, binding):
     if job.status in ("halted", "cancelled"):
         reasons.append({"reason": f"job_{job.status}", "halt_reason": job.halt_reason})
     reasons += _budget_reasons(job, time.time())
-    pending = (Operation.select(Operation.operation_key, Operation.state)
-               .where(Operation.job == job.id, Operation.state.in_(S.NEEDS_ATTENTION)).tuples())
-    for key, state in pending:
+    for key, state in session_store.unresolved_operations(job.id):
         reasons.append({"reason": "operation_unresolved", "operation_key": key, "state": state})
     try:
         session = retrieve_session(client, binding)
@@ -74,9 +69,8 @@ def refusal_reasons(client, job, binding):
 
 def recovery_packet(job, message):
     """A structured, verified summary: only what the ledger holds evidence for."""
-    cp = Checkpoint.select().where(Checkpoint.job == job.id).order_by(Checkpoint.seq.desc()).first()
-    confirmed = (Operation.select(Operation.action, Operation.remote_id)
-                 .where(Operation.job == job.id, Operation.state == S.CONFIRMED).order_by(Operation.id).tuples())
+    cp = session_store.latest_checkpoint(job.id)
+    confirmed = session_store.confirmed_operations(job.id)
     body = cp.body if cp else {}
     return {
         "job_id": job.job_id, "task_version": job.task_version, "phase": job.phase,
@@ -101,25 +95,19 @@ def _packet_text(packet):
 
 
 def _claim(job, key, digest, packet):
-    now = time.time()
-    try:
-        with write_txn():
-            return FollowUp.create(job=job.id, idempotency_key=key, request_hash=digest, state="sending",
-                                   packet=packet, created_at=now, updated_at=now), True
-    except IntegrityError:
-        row = FollowUp.get(FollowUp.job == job.id, FollowUp.idempotency_key == key)
-        if row.request_hash != digest:
-            raise DigestMismatch("this Idempotency-Key was used for another follow-up message",
-                                 {"idempotency_key": key}) from None
-        return row, False
+    row, created = session_store.claim_follow_up(job.id, key, digest, packet, time.time())
+    if not created and row.request_hash != digest:
+        raise DigestMismatch("this Idempotency-Key was used for another follow-up message",
+                             {"idempotency_key": key})
+    return row, created
 
 
 def send_follow_up(client, job, binding, message, fencing_token, idempotency_key=None):
     """Returns (follow_up_row, sent_now)."""
-    check_fence(Lease.get_or_none(Lease.job == job.id), fencing_token)
+    check_fence(store.lease_of(job.id), fencing_token)
     digest = request_digest({"message": message})
     key = idempotency_key or f"follow-up:{digest[:32]}"
-    existing = FollowUp.get_or_none(FollowUp.job == job.id, FollowUp.idempotency_key == key)
+    existing = session_store.follow_up_of(job.id, key)
     if existing is not None and existing.state == "sent":
         if existing.request_hash != digest:
             raise DigestMismatch("this Idempotency-Key was used for another follow-up message",
@@ -137,11 +125,11 @@ def send_follow_up(client, job, binding, message, fencing_token, idempotency_key
              "input": [{"type": "message", "role": "user",
                         "content": [{"type": "input_text", "text": _packet_text(row.packet)}]}]}
     remote_key = f"durable:{binding.session_id}:follow_up:{job.id}:{key}"
-    FollowUp.update(attempts=FollowUp.attempts + 1, updated_at=time.time()).where(FollowUp.id == row.id).execute()
+    session_store.count_follow_up_attempt(row.id)
     try:
         sessions(client).events.create(binding.session_id, events=[event], idempotency_key=remote_key)
     except openai.APIError as exc:
         raise AgentsApiError("the follow-up was not acknowledged; retry with the same Idempotency-Key",
                              {"idempotency_key": key, "error": type(exc).__name__}) from exc
-    FollowUp.update(state="sent", updated_at=time.time()).where(FollowUp.id == row.id).execute()
-    return FollowUp.get_by_id(row.id), True
+    session_store.mark_follow_up_sent(row.id)
+    return session_store.follow_up_by_pk(row.id), True

@@ -10,6 +10,7 @@ from marshmallow import fields, validate
 from ..jobs import routes as job_routes
 from ..kernel.errors import AgentsApiError, SessionNotFound, ValidationFailed
 from ..kernel.limits import id_problem
+from ..store import sessions as session_store
 from ..web.context import config, principal
 from ..web.schemas import Strict, _identifier, _int32, load
 from . import actions as agent_actions
@@ -75,13 +76,13 @@ def sync_session(job_id):
     client = get_client()
     if body["rebuild_stream"]:
         stream.rebuild(client, binding)
-        binding = type(binding).get_by_id(binding.id)
+        binding = session_store.binding_by_pk(binding.id)
     binding, session = sync.full_sync(client, binding)
     answered = None
     if answers:
         answered = agent_actions.answer_required_actions(who, client, binding, job_id, session,
                                                          body["fencing_token"])
-        binding = type(binding).get_by_id(binding.id)
+        binding = session_store.binding_by_pk(binding.id)
     out = {**sessions.binding_dict(binding, job_id), "turns": sync.turn_summary(binding)}
     if answered is not None:
         out["actions"] = answered

@@ -15,15 +15,13 @@ import time
 from contextlib import contextmanager
 
 import openai
-from peewee import IntegrityError
 
 from ..jobs.jobs import create_or_get_job, get_job, get_job_and_lease
 from ..kernel.digest import request_digest
 from ..kernel.errors import AgentsApiError, SessionConflict, SessionNotBound, SessionNotFound, ValidationFailed
 from ..kernel.fencing import check_fence
-from ..store.agent_models import SessionBinding
+from ..store import sessions as session_store
 from ..store.db import write_txn
-from ..store.models import AuditLog, Job
 from .openai_client import sessions
 
 
@@ -80,7 +78,7 @@ def bind_session(client, tenant, job_id, session_id, actor, session=None):
     ``session``: the session already verified by ``verify_session`` for this tenant (so a
     caller can verify before it writes anything)."""
     job = get_job(tenant, job_id)
-    existing = SessionBinding.get_or_none(SessionBinding.job == job.id)
+    existing = session_store.binding_of_job(job.id)
     if existing is not None:
         if existing.session_id != session_id:
             raise SessionConflict(f"job '{job_id}' is bound to session {existing.session_id}",
@@ -91,25 +89,18 @@ def bind_session(client, tenant, job_id, session_id, actor, session=None):
                               {"bound_session_id": job.session_id})
     if session is None or session.id != session_id:
         session = verify_session(client, tenant, session_id)
-    now = time.time()
-    try:
-        with write_txn():
-            binding = SessionBinding.create(
-                tenant=tenant, job=job.id, session_id=session_id, config_hash=config_hash(session),
-                status=session.status, environment=environment_of(session), created_at=now, updated_at=now)
-            Job.update(session_id=session_id, updated_at=now).where(Job.id == job.id).execute()
-            AuditLog.create(tenant=tenant, job=job.id, actor=actor, action="session_bound",
-                            detail={"session_id": session_id}, created_at=now)
-    except IntegrityError as exc:
+    binding = session_store.insert_binding(tenant, job.id, session_id, config_hash(session), session.status,
+                                           environment_of(session), actor, time.time())
+    if binding is None:
         # Either a concurrent bind of the same pair won (fine), or the session is another job's.
-        winner = SessionBinding.get_or_none(SessionBinding.session_id == session_id)
+        winner = session_store.binding_by_session_id(session_id)
         if winner is not None and winner.job_id == job.id:
             return winner, False
-        holder = Job.get_or_none(Job.session_id == session_id)
+        holder = session_store.job_of_session(session_id)
         if (winner is not None and winner.tenant != tenant) or (holder is not None and holder.tenant != tenant):
             # Rows older than the metadata check: still no word about another tenant's session.
-            raise _unknown_session(session_id) from exc
-        raise SessionConflict("session is already bound to another job", {"session_id": session_id}) from exc
+            raise _unknown_session(session_id)
+        raise SessionConflict("session is already bound to another job", {"session_id": session_id})
     return binding, True
 
 
@@ -118,20 +109,20 @@ def create_job_with_session(client, tenant, job_id, session_id, actor, **spec):
     with the checks of ``PUT /v1/jobs/{id}/session``, in one transaction. A refused bind
     (unknown session, another tenant's, the job bound elsewhere) creates no job.
     Returns (job, created)."""
-    job = Job.get_or_none(Job.tenant == tenant, Job.job_id == job_id)
+    job = session_store.job_or_none(tenant, job_id)
     if job is not None:
-        bound = SessionBinding.get_or_none(SessionBinding.job == job.id)
+        bound = session_store.binding_of_job(job.id)
         if bound is not None and bound.session_id == session_id:
             return job, False  # a retried PUT: nothing to verify again
     session = verify_session(client, tenant, session_id)  # the remote call, before anything is written
     with write_txn():
         job, created = create_or_get_job(tenant, job_id, actor=actor, **spec)
         bind_session(client, tenant, job_id, session_id, actor, session=session)
-    return Job.get_by_id(job.id), created
+    return session_store.job_by_pk(job.id), created
 
 
 def _bound(job, job_id):
-    binding = SessionBinding.get_or_none(SessionBinding.job == job.id)
+    binding = session_store.binding_of_job(job.id)
     if binding is None:
         raise SessionNotBound(f"job '{job_id}' has no session; PUT /v1/jobs/{job_id}/session first",
                               {"job_id": job_id})
@@ -170,13 +161,12 @@ def delete_session(client, binding):
         compute.update(released=False, note="deleting a session does not stop self-hosted compute; stop it yourself")
     else:
         compute.update(released=env.get("type") == "openai_hosted", note="hosted compute ends with the session")
-    SessionBinding.update(status="deleted", updated_at=time.time()).where(SessionBinding.id == binding.id).execute()
+    session_store.mark_binding_deleted(binding.id)
     return compute
 
 
 def binding_for_session(session_id):
-    return (SessionBinding.select(SessionBinding, Job).join(Job)
-            .where(SessionBinding.session_id == session_id).get_or_none())
+    return session_store.binding_with_job_for_session(session_id)
 
 
 def binding_dict(binding, job_id):

@@ -12,10 +12,9 @@ while the view claims to be current.
 """
 
 import threading
-import time
 from collections import deque
 
-from ..store.agent_models import SessionBinding
+from ..store import sessions as session_store
 from ..store.db import db
 from .openai_client import sessions
 from .sync import full_sync, store_items
@@ -79,7 +78,7 @@ def _apply(binding_pk, events):
 
 
 def _mark_stale(binding_pk):
-    SessionBinding.update(stale=True, updated_at=time.time()).where(SessionBinding.id == binding_pk).execute()
+    session_store.mark_binding_stale(binding_pk)
 
 
 def rebuild(client, binding, buffer_size=1000, max_rebuilds=3, live_timeout_s=5.0):
@@ -114,6 +113,6 @@ def rebuild(client, binding, buffer_size=1000, max_rebuilds=3, live_timeout_s=5.
             reader.stream.close()
             reader.join(2)
         stats["stale"] = False
-        SessionBinding.update(stale=False).where(SessionBinding.id == binding.id).execute()
+        session_store.clear_binding_stale(binding.id)
         return stats
     return stats

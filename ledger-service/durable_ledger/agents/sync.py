@@ -15,11 +15,7 @@ so the upsert's conflict branch only updates rows that are not terminal yet.
 import hashlib
 import time
 
-from peewee import EXCLUDED, fn
-
-from ..store.agent_models import SessionBinding, SessionItem, SessionTurn
-from ..store.db import write_txn
-from ..store.models import Job
+from ..store import sessions as session_store
 from .openai_client import sessions
 from .sessions import agents_api, config_hash, environment_of
 
@@ -51,14 +47,7 @@ def store_items(binding_pk, items, now=None):
         rows[row["item_id"]] = row  # within one batch the last copy wins
     if not rows:
         return 0
-    with write_txn():
-        (SessionItem.insert_many(list(rows.values()))
-         .on_conflict(conflict_target=[SessionItem.binding, SessionItem.item_id],
-                      update={SessionItem.status: EXCLUDED.status, SessionItem.terminal: EXCLUDED.terminal,
-                              SessionItem.body: EXCLUDED.body, SessionItem.updated_at: EXCLUDED.updated_at,
-                              SessionItem.turn_id: EXCLUDED.turn_id, SessionItem.call_id: EXCLUDED.call_id},
-                      where=(SessionItem.terminal == False))  # noqa: E712 - SQL comparison
-         .execute())
+    session_store.upsert_items(list(rows.values()))
     return len(rows)
 
 
@@ -72,14 +61,7 @@ def _store_turns(binding_pk, turns, now):
         }
     if not rows:
         return
-    with write_txn():
-        (SessionTurn.insert_many(list(rows.values()))
-         .on_conflict(conflict_target=[SessionTurn.binding, SessionTurn.turn_id],
-                      update={SessionTurn.status: EXCLUDED.status, SessionTurn.error: EXCLUDED.error,
-                              SessionTurn.completed_at: EXCLUDED.completed_at,
-                              SessionTurn.updated_at: EXCLUDED.updated_at},
-                      where=SessionTurn.status.not_in(TERMINAL_TURN_STATUSES))
-         .execute())
+    session_store.upsert_turns(list(rows.values()), TERMINAL_TURN_STATUSES)
 
 
 def _page_through(first_page, store):
@@ -114,13 +96,8 @@ def record_session_state(binding, session, clear_stale=False):
                   environment={**(binding.environment or {}), **environment_of(session)},
                   config_changed=config_hash(session) != binding.config_hash, updated_at=now)
     if clear_stale:
-        fields.update(stale=False, last_synced_at=now,
-                      item_count=SessionItem.select(fn.COUNT(SessionItem.id))
-                      .where(SessionItem.binding == binding.id).scalar())
-    with write_txn():
-        SessionBinding.update(**fields).where(SessionBinding.id == binding.id).execute()
-        Job.update(updated_at=now).where(Job.id == binding.job_id).execute()
-    return SessionBinding.get_by_id(binding.id)
+        fields.update(stale=False, last_synced_at=now, item_count=session_store.item_count(binding.id))
+    return session_store.save_session_state(binding.id, binding.job_id, fields, now)
 
 
 def retrieve_session(client, binding):
@@ -137,6 +114,5 @@ def full_sync(client, binding):
 
 
 def turn_summary(binding):
-    rows = SessionTurn.select().where(SessionTurn.binding == binding.id).order_by(SessionTurn.created_at,
-                                                                                  SessionTurn.id)
-    return [{"turn_id": t.turn_id, "status": t.status, "error": t.error} for t in rows]
+    return [{"turn_id": t.turn_id, "status": t.status, "error": t.error}
+            for t in session_store.turns_of(binding.id)]

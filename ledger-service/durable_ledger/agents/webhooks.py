@@ -8,11 +8,9 @@ A webhook whose signature is bad, missing or older than the SDK's tolerance is r
 import time
 
 import openai
-from peewee import IntegrityError
 
 from ..kernel.errors import InvalidWebhook
-from ..store.agent_models import SessionBinding, WebhookInbox
-from ..store.db import write_txn
+from ..store import sessions as session_store
 from .openai_client import get_client
 from .sessions import binding_for_session
 
@@ -26,7 +24,7 @@ def _binding_for_event(event):
         return binding_for_session(ref)
     if event.type.startswith("agent.environment."):
         # Environment events name the environment; find the session that runs in it.
-        for binding in SessionBinding.select().where(SessionBinding.environment.contains(ref)):
+        for binding in session_store.bindings_mentioning_environment(ref):
             if (binding.environment or {}).get("id") == ref:
                 return binding
     return None
@@ -45,11 +43,7 @@ def receive(raw_body, headers, client=None):
     binding = _binding_for_event(event)
     if binding is None:
         return 200, {"status": "ignored", "reason": "unknown_session", "webhook_id": webhook_id}
-    try:
-        with write_txn():
-            WebhookInbox.create(webhook_id=webhook_id, tenant=binding.tenant, job=binding.job_id,
-                                session_id=binding.session_id, event_type=event.type,
-                                payload=event.to_dict(mode="json"), received_at=time.time())
-    except IntegrityError:
+    if not session_store.store_webhook(webhook_id, binding.tenant, binding.job_id, binding.session_id, event.type,
+                                       event.to_dict(mode="json"), time.time()):
         return 200, {"status": "duplicate", "webhook_id": webhook_id}
     return 200, {"status": "stored", "webhook_id": webhook_id}

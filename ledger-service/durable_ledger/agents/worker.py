@@ -17,9 +17,7 @@ import time
 from ..auth import Principal
 from ..jobs.leases import acquire_lease, release_lease
 from ..kernel.errors import LeaseHeld, LedgerError
-from ..store.agent_models import SessionBinding, WebhookInbox
-from ..store.db import write_txn
-from ..store.models import Job
+from ..store import sessions as session_store
 from .actions import answer_required_actions
 from .sync import full_sync
 
@@ -32,7 +30,7 @@ def default_owner():
 
 def reconcile_session(client, binding, owner, lease_ttl_s=120):
     """Lease, re-read, sync, answer actions, release. Returns a result dict (or None if leased elsewhere)."""
-    job = Job.get_by_id(binding.job_id)
+    job = session_store.job_by_pk(binding.job_id)
     principal = Principal(binding.tenant, "runner", owner)
     try:
         _, lease = acquire_lease(binding.tenant, job.job_id, owner, lease_ttl_s, actor=principal.actor)
@@ -51,42 +49,26 @@ def reconcile_session(client, binding, owner, lease_ttl_s=120):
             pass  # taken over meanwhile: the new holder owns the job now
 
 
-def _claim(row, owner, claim_timeout_s, now):
-    with write_txn():
-        return (WebhookInbox.update(state="processing", claimed_by=owner, claimed_at=now,
-                                    attempts=WebhookInbox.attempts + 1)
-                .where(WebhookInbox.id == row.id,
-                       (WebhookInbox.state == "pending")
-                       | ((WebhookInbox.state == "processing") & (WebhookInbox.claimed_at < now - claim_timeout_s)))
-                .execute()) == 1
-
-
 def process_inbox(client, owner=None, limit=50, claim_timeout_s=300):
     """Process pending webhooks once. Returns the number of rows completed."""
     owner = owner or default_owner()
     now = time.time()
-    rows = list(WebhookInbox.select()
-                .where((WebhookInbox.state == "pending")
-                       | ((WebhookInbox.state == "processing") & (WebhookInbox.claimed_at < now - claim_timeout_s)))
-                .order_by(WebhookInbox.received_at).limit(limit))
+    rows = session_store.claimable_webhooks(now, claim_timeout_s, limit)
     done = 0
     for row in rows:
-        binding = SessionBinding.get_or_none(SessionBinding.job == row.job_id)
-        if binding is None or not _claim(row, owner, claim_timeout_s, time.time()):
+        binding = session_store.binding_of_job(row.job_id)
+        if binding is None or not session_store.claim_webhook(row.id, owner, claim_timeout_s, time.time()):
             continue
         try:
             result = reconcile_session(client, binding, owner)
         except LedgerError as exc:
             log.warning("webhook %s: %s", row.webhook_id, exc.message)
-            WebhookInbox.update(state="pending", claimed_by=None, claimed_at=None,
-                                result={"error": exc.to_dict()["error"]}).where(WebhookInbox.id == row.id).execute()
+            session_store.release_webhook(row.id, error=exc.to_dict()["error"])
             continue
         if result is None:  # the job is leased by someone else: hand the row back for later
-            WebhookInbox.update(state="pending", claimed_by=None, claimed_at=None).where(
-                WebhookInbox.id == row.id).execute()
+            session_store.release_webhook(row.id)
             continue
-        WebhookInbox.update(state="done", result=result, processed_at=time.time()).where(
-            WebhookInbox.id == row.id, WebhookInbox.claimed_by == owner).execute()
+        session_store.finish_webhook(row.id, owner, result)
         done += 1
     return done
 
@@ -95,10 +77,7 @@ def poll_stale(client, owner=None, poll_interval_s=300, limit=50):
     """Polling fallback: sync sessions of active jobs with no sync for ``poll_interval_s``."""
     owner = owner or default_owner()
     cutoff = time.time() - poll_interval_s
-    rows = list(SessionBinding.select().join(Job)
-                .where(Job.status == "active",
-                       SessionBinding.last_synced_at.is_null() | (SessionBinding.last_synced_at < cutoff))
-                .order_by(SessionBinding.last_synced_at).limit(limit))
+    rows = session_store.stale_bindings_of_active_jobs(cutoff, limit)
     count = 0
     for binding in rows:
         try:
