@@ -36,11 +36,11 @@ from ..jobs.operations import get_operation
 from ..jobs.serialize import iso
 from ..kernel import states as S
 from ..kernel.errors import ContentChanged, DecisionChanged, InvalidTransition, ValidationFailed
+from ..store import approvals as store_approvals
 from ..store.audit import audit
 from ..store.db import write_txn
-from ..store.models import Approval, ApprovalDenial, AuditLog, Job, Operation, OperationEvent
 from . import waits as approval_waits
-from .rules import active_denial, binding_of
+from .rules import active_denial
 
 DEFAULT_TTL_S = 24 * 3600
 MAX_TTL_S = 90 * 86400
@@ -52,14 +52,10 @@ def _check_shown(op, shown_digest):
                              {"operation_key": op.operation_key, "shown": shown_digest, "current": op.request_hash})
 
 
-def _live_approval(op, now):
-    return Approval.select().where(*binding_of(op), Approval.expires_at > now).order_by(Approval.id.desc()).first()
-
-
 def decision_state(op, now=None):
     """What a decision page shows and its form carries back: 'STATE:denial id:approval id' (0: none)."""
     now = time.time() if now is None else now
-    denial, approval = active_denial(op), _live_approval(op, now)
+    denial, approval = active_denial(op), store_approvals.live_approval_for(op, now)
     return f"{op.state}:{denial.id if denial else 0}:{approval.id if approval else 0}"
 
 
@@ -71,7 +67,7 @@ def _check_still_shown(op, shown_state, now):
     current = decision_state(op, now)
     if shown_state == current:
         return
-    denial, approval = active_denial(op), _live_approval(op, now)
+    denial, approval = active_denial(op), store_approvals.live_approval_for(op, now)
     if op.state != S.PREPARED:
         what = f"the step is {op.state} now"
     elif denial is not None:
@@ -94,7 +90,7 @@ def approve(principal, key, shown_digest, ttl_s=None, note=None, check_content=N
     if not 60 <= ttl_s <= MAX_TTL_S:
         raise ValidationFailed(f"expiry must be between 60 s and {MAX_TTL_S} s from now", {"field": "expires_in_s"})
     if op.state != S.PREPARED or not op.requires_approval:
-        existing = Approval.select().where(*binding_of(op)).order_by(Approval.id.desc()).first()
+        existing = store_approvals.latest_approval_for(op)
         if existing is not None:
             return existing, False  # approved and already used by the workflow: a late second click
         raise InvalidTransition(f"operation is {op.state}; it is not waiting for an approval", {"state": op.state})
@@ -103,18 +99,15 @@ def approve(principal, key, shown_digest, ttl_s=None, note=None, check_content=N
     now = time.time() if now is None else now
     with write_txn():
         op = store.operation_locked(op.id)
-        live = _live_approval(op, now)
+        live = store_approvals.live_approval_for(op, now)
         if live is not None:
             return live, False
         _check_still_shown(op, shown_state, now)
-        job = Job.get_by_id(op.job_id)
-        approval = Approval.create(
-            tenant=principal.tenant, job=op.job_id, task_version=op.task_version, action=op.action,
-            content_digest=op.request_hash, target=op.target or "", policy_hash=job.policy_hash,
-            expires_at=now + ttl_s, approved_by=principal.actor, note=note, created_at=now)
-        lifted = (ApprovalDenial.update(lifted_at=now, lifted_by=principal.actor)
-                  .where(ApprovalDenial.operation == op.id, ApprovalDenial.content_digest == op.request_hash,
-                         ApprovalDenial.lifted_at.is_null()).execute())
+        job = store_approvals.job_by_pk(op.job_id)
+        approval = store_approvals.add_approval(
+            principal.tenant, op.job_id, op.task_version, op.action, op.request_hash, op.target or "",
+            job.policy_hash, now + ttl_s, principal.actor, note, now)
+        lifted = store_approvals.lift_denials(op, principal.actor, now)
         audit(principal.tenant, op.job_id, principal.actor, "approval_granted",
               {"approval_id": approval.id, "operation_key": op.operation_key, "task_version": op.task_version,
                "action": op.action, "content_digest": op.request_hash, "target": op.target,
@@ -145,11 +138,9 @@ def deny(principal, key, shown_digest, reason, now=None, shown_state=None):
         if standing is not None:
             return standing, False
         _check_still_shown(op, shown_state, now)
-        denial = ApprovalDenial.create(tenant=principal.tenant, operation=op.id, job=op.job_id,
-                                       content_digest=op.request_hash, reason=reason, denied_by=principal.actor,
-                                       created_at=now)
-        for a in Approval.select().where(*binding_of(op), Approval.used_at.is_null()):
-            Approval.update(revoked_at=now, revoked_by=principal.actor).where(Approval.id == a.id).execute()
+        denial = store_approvals.add_denial(principal.tenant, op, reason, principal.actor, now)
+        for a in store_approvals.unused_approvals_for(op):
+            store_approvals.revoke_approval(a.id, principal.actor, now)
             audit(principal.tenant, op.job_id, principal.actor, "approval_revoked",
                   {"approval_id": a.id, "operation_key": op.operation_key, "because": "denied"})
         audit(principal.tenant, op.job_id, principal.actor, "approval_denied",
@@ -161,13 +152,11 @@ def deny(principal, key, shown_digest, reason, now=None, shown_state=None):
 
 def waiting(tenant, limit=200):
     """Operations the gate halted for an approval, oldest first, with their standing decision."""
-    ops = list(Operation.select(Operation, Job).join(Job)
-               .where(Operation.tenant == tenant, Operation.state == S.PREPARED, Operation.requires_approval == True)
-               .order_by(Operation.created_at).limit(limit))
+    ops = store_approvals.operations_waiting_for_approval(tenant, limit)
     now = time.time()
     out = []
     for op in ops:
-        out.append({"op": op, "approval": _live_approval(op, now), "denial": active_denial(op)})
+        out.append({"op": op, "approval": store_approvals.live_approval_for(op, now), "denial": active_denial(op)})
     return out
 
 
@@ -179,13 +168,10 @@ def denial_dict(d):
 
 def asked(op):
     """(who asked, when) for a waiting step: the run that recorded it PREPARED."""
-    ev = (OperationEvent.select().where(OperationEvent.operation == op.id, OperationEvent.to_state == "PREPARED")
-          .order_by(OperationEvent.id).first())
+    ev = store_approvals.first_prepared_event(op.id)
     return (ev.actor, ev.created_at) if ev else (None, op.created_at)
 
 
 def recent(tenant, n=10):
     """The tenant's last ``n`` approval decisions (audit rows), newest first."""
-    return list(AuditLog.select().where(AuditLog.tenant == tenant,
-                                        AuditLog.action.in_(("approval_granted", "approval_denied")))
-                .order_by(AuditLog.id.desc()).limit(n))
+    return store_approvals.recent_decisions(tenant, n)

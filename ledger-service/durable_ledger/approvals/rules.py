@@ -11,8 +11,8 @@ from datetime import datetime, timezone
 
 from ..jobs.jobs import get_job
 from ..kernel.errors import NotFound, ValidationFailed
+from ..store import approvals as store_approvals
 from ..store.audit import audit
-from ..store.models import Approval, ApprovalDenial
 
 # Actions that need an approval whatever the caller says, per pipeline.
 ALWAYS_GATED = {"article": ("publish",)}
@@ -47,11 +47,9 @@ def grant(principal, job_id, task_version, action, content_digest, target, expir
     expiry = parse_expiry(expires_at) if isinstance(expires_at, str) else float(expires_at)
     if expiry <= now:
         raise ValidationFailed("expires_at is in the past", {"field": "expires_at"})
-    approval = Approval.create(
-        tenant=principal.tenant, job=job.id, task_version=task_version, action=action,
-        content_digest=content_digest, target=target, policy_hash=job.policy_hash, expires_at=expiry,
-        approved_by=principal.actor, note=note, created_at=now,
-    )
+    approval = store_approvals.add_approval(
+        principal.tenant, job.id, task_version, action, content_digest, target, job.policy_hash, expiry,
+        principal.actor, note, now)
     audit(principal.tenant, job.id, principal.actor, "approval_granted",
           {"approval_id": approval.id, "task_version": task_version, "action": action,
            "content_digest": content_digest, "target": target, "expires_at": expiry})
@@ -59,27 +57,18 @@ def grant(principal, job_id, task_version, action, content_digest, target, expir
 
 
 def revoke(principal, approval_id, now=None):
-    approval = Approval.get_or_none(Approval.id == approval_id, Approval.tenant == principal.tenant)
+    approval = store_approvals.approval_of_tenant(principal.tenant, approval_id)
     if approval is None:
         raise NotFound(f"no approval {approval_id}", {"approval_id": approval_id})
     if approval.revoked_at is None:
-        Approval.update(revoked_at=now or time.time(), revoked_by=principal.actor).where(
-            Approval.id == approval.id).execute()
+        store_approvals.revoke_approval(approval.id, principal.actor, now or time.time())
         audit(principal.tenant, approval.job_id, principal.actor, "approval_revoked", {"approval_id": approval.id})
-    return Approval.get_by_id(approval.id)
+    return store_approvals.get_approval(approval.id)
 
 
 def find_live(job, action, digest, target, now=None):
     now = time.time() if now is None else now
-    q = (Approval.select().where(
-        Approval.job == job.id, Approval.task_version == job.task_version, Approval.action == action,
-        Approval.content_digest == digest, Approval.revoked_at.is_null(), Approval.expires_at > now)
-        .order_by(Approval.id.desc()))
-    if target is None:
-        q = q.where(Approval.target.is_null(True) | (Approval.target == ""))
-    else:
-        q = q.where(Approval.target == target)
-    for approval in q:
+    for approval in store_approvals.live_approvals_of_job(job, action, digest, target, now):
         # An approval given under another policy (tool allow-list, scopes) is not this one.
         if approval.policy_hash == job.policy_hash:
             return approval
@@ -88,7 +77,7 @@ def find_live(job, action, digest, target, now=None):
 
 def mark_used(principal, job, approval, action, target):
     """Record that a dispatch went out under ``approval`` (it stays live for the same content)."""
-    Approval.update(used_at=time.time()).where(Approval.id == approval.id).execute()
+    store_approvals.mark_approval_used(approval.id, time.time())
     audit(principal.tenant, job.id, principal.actor, "approval_used",
           {"approval_id": approval.id, "action": action, "target": target})
 
@@ -97,21 +86,12 @@ def mark_used(principal, job, approval, action, target):
 def active_denial(op, digest=None):
     """The standing denial of this operation's digest, or None (read on the gate's refusal path
     only; see approvals/decisions.py)."""
-    return (ApprovalDenial.select()
-            .where(ApprovalDenial.operation == op.id, ApprovalDenial.content_digest == (digest or op.request_hash),
-                   ApprovalDenial.lifted_at.is_null())
-            .order_by(ApprovalDenial.id.desc()).first())
-
-
-def binding_of(op):
-    return (Approval.job == op.job_id, Approval.task_version == op.task_version, Approval.action == op.action,
-            Approval.content_digest == op.request_hash, Approval.target == (op.target or ""),
-            Approval.revoked_at.is_null())
+    return store_approvals.standing_denial(op.id, digest or op.request_hash)
 
 
 def status_of(op, now=None):
     """'approved' (a live approval waits for the workflow), 'denied', or 'waiting'."""
     now = time.time() if now is None else now
-    if Approval.select().where(*binding_of(op), Approval.expires_at > now).exists():
+    if store_approvals.has_live_approval(op, now):
         return "approved"
     return "denied" if active_denial(op) is not None else "waiting"

@@ -43,7 +43,6 @@ import time
 from urllib.parse import urlsplit
 
 import requests
-from peewee import JOIN, IntegrityError
 
 from .. import store
 from ..jobs.operations import get_operation
@@ -51,16 +50,15 @@ from ..jobs.serialize import iso
 from ..kernel import states as S
 from ..kernel.errors import InvalidTransition, ValidationFailed
 from ..kernel.fencing import check_fence
+from ..store import waits as store_waits
 from ..store.audit import audit
-from ..store.db import db, write_txn
-from ..store.models import Operation
-from ..store.wait_models import ApprovalDelivery, ApprovalWait
+from ..store.db import write_txn
+from ..store.waits import DELIVERED, FAILED, PENDING
 from .rules import active_denial, status_of
 
 log = logging.getLogger("durable_ledger.approval_waits")
 
 DECISIONS = ("approved", "denied")
-PENDING, DELIVERED, FAILED = "pending", "delivered", "failed"
 LOOPBACK = ("localhost", "127.0.0.1", "::1")
 MAX_URL = 2048
 CLAIM_S = 60.0  # longer than any resume call's timeout
@@ -138,10 +136,7 @@ def _answered_before(wait, decision):
     """Whether this execution (same resume URL) was already resumed with ``decision`` for this
     operation. A standing decision that the gate still does not honour (an approval under another
     policy, say) must not resume the same execution again and again: it waits for a new one."""
-    return (ApprovalWait.select(ApprovalWait.id).join(ApprovalDelivery)
-            .where(ApprovalWait.tenant == wait.tenant, ApprovalWait.operation_key == wait.operation_key,
-                   ApprovalWait.resume_url == wait.resume_url, ApprovalWait.id != wait.id,
-                   ApprovalDelivery.decision == decision).exists())
+    return store_waits.answered_before(wait, decision)
 
 
 def register_wait(principal, key, resume_url, fencing_token, execution_id=None, workflow_id=None,
@@ -154,22 +149,22 @@ def register_wait(principal, key, resume_url, fencing_token, execution_id=None, 
     open_key = _open_key(resume_url)
     with write_txn():
         check_fence(store.lease_of(op.job_id, lock=True), fencing_token)
-        op = Operation.get_by_id(op.id)
+        op = store_waits.operation_by_pk(op.id)
         if op.state != S.PREPARED or not op.requires_approval:
             raise InvalidTransition(
                 f"operation is {op.state}; it is not waiting for an approval (wait only after Begin Step "
                 "answered approval_required)", {"state": op.state, "operation_key": key})
-        wait, created = _claim_wait(principal, op, key, resume_url, open_key, fencing_token, execution_id,
-                                    workflow_id, now)
-        delivery = ApprovalDelivery.get_or_none(ApprovalDelivery.wait == wait.id)
+        wait, created = store_waits.insert_wait(principal.tenant, op, key, resume_url, open_key, fencing_token,
+                                                execution_id, workflow_id, principal.actor, now)
+        delivery = store_waits.delivery_of(wait.id)
         if delivery is None:
             decision, reason = _standing_decision(op)
             if decision is not None and not _answered_before(wait, decision):
                 # The approver was faster than the workflow: answer at once. The execution is not
                 # parked yet (its Wait node runs after this call); n8n answers 409 until it is, and
                 # the deliverer retries.
-                _schedule(wait, decision, reason, now)
-                delivery = ApprovalDelivery.get(ApprovalDelivery.wait == wait.id)
+                store_waits.schedule_delivery(wait, decision, reason, now)
+                delivery = store_waits.scheduled_delivery(wait.id)
         if created:
             audit(principal.tenant, op.job_id, principal.actor, "approval_wait_registered",
                   {"operation_key": key, "wait_id": wait.id, "execution_id": wait.execution_id,
@@ -178,27 +173,7 @@ def register_wait(principal, key, resume_url, fencing_token, execution_id=None, 
     return {"wait": wait_dict(wait, delivery), "decision": delivery.decision if delivery else None}, created
 
 
-def _claim_wait(principal, op, key, resume_url, open_key, token, execution_id, workflow_id, now):
-    """Claim by INSERT: the unique (tenant, key, open_key) index answers a repeated registration."""
-    try:
-        with db.atomic():
-            return ApprovalWait.create(
-                tenant=principal.tenant, operation=op.id, job=op.job_id, operation_key=key, resume_url=resume_url,
-                open_key=open_key, execution_id=execution_id, workflow_id=workflow_id, fencing_token=token,
-                registered_by=principal.actor, registered_at=now), True
-    except IntegrityError:
-        return ApprovalWait.get(ApprovalWait.tenant == principal.tenant, ApprovalWait.operation_key == key,
-                                ApprovalWait.open_key == open_key), False
-
-
 # ---------------------------------------------------------------------- decisions
-
-def _schedule(wait, decision, reason, now):
-    ApprovalDelivery.insert(
-        wait=wait.id, tenant=wait.tenant, operation_key=wait.operation_key, decision=decision,
-        reason=(reason or None) and str(reason)[:2000], state=PENDING, attempts=0, next_attempt_at=now,
-        created_at=now).on_conflict_ignore().execute()
-
 
 def decision_made(tenant, operation_key, decision, reason=None, now=None):
     """Record that ``operation_key`` was approved or denied (``decision`` in {"approved", "denied"})
@@ -208,11 +183,9 @@ def decision_made(tenant, operation_key, decision, reason=None, now=None):
         raise ValueError(f"decision must be one of {DECISIONS}, not {decision!r}")
     now = time.time() if now is None else now
     with write_txn():
-        waits = list(ApprovalWait.select().join(ApprovalDelivery, JOIN.LEFT_OUTER)
-                     .where(ApprovalWait.tenant == tenant, ApprovalWait.operation_key == operation_key,
-                            ApprovalWait.open_key.is_null(False), ApprovalDelivery.id.is_null()))
+        waits = store_waits.open_waits_without_delivery(tenant, operation_key)
         for wait in waits:
-            _schedule(wait, decision, reason, now)
+            store_waits.schedule_delivery(wait, decision, reason, now)
     if waits:
         log.info("approval decision %s for %s: %d waiting execution(s) to resume", decision, operation_key, len(waits))
     return len(waits)
@@ -221,16 +194,13 @@ def decision_made(tenant, operation_key, decision, reason=None, now=None):
 def adopt_decided(limit=200, now=None):
     """Open waits without a delivery whose operation has a standing decision: schedule them."""
     now = time.time() if now is None else now
-    orphans = list(ApprovalWait.select(ApprovalWait, Operation).join(Operation)
-                   .switch(ApprovalWait).join(ApprovalDelivery, JOIN.LEFT_OUTER)
-                   .where(ApprovalWait.open_key.is_null(False), ApprovalDelivery.id.is_null())
-                   .order_by(ApprovalWait.id).limit(limit))
+    orphans = store_waits.orphan_waits(limit)
     adopted = 0
     for wait in orphans:
         decision, reason = _standing_decision(wait.operation)
         if decision is not None and not _answered_before(wait, decision):
             with write_txn():
-                _schedule(wait, decision, reason, now)
+                store_waits.schedule_delivery(wait, decision, reason, now)
             adopted += 1
     return adopted
 
@@ -243,12 +213,7 @@ def _backoff(attempts, base_s, max_s):
 
 def _claim_delivery(d, now):
     with write_txn():
-        n = (ApprovalDelivery.update(claimed_until=now + CLAIM_S, attempts=ApprovalDelivery.attempts + 1)
-             .where(ApprovalDelivery.id == d.id, ApprovalDelivery.state == PENDING,
-                    ApprovalDelivery.attempts == d.attempts, ApprovalDelivery.next_attempt_at <= now,
-                    ApprovalDelivery.claimed_until.is_null() | (ApprovalDelivery.claimed_until <= now))
-             .execute())
-    return n == 1
+        return store_waits.claim_delivery(d, now, now + CLAIM_S)
 
 
 def _classify(status, body):
@@ -301,11 +266,9 @@ def deliver_one(d, wait, hosts, max_attempts=20, backoff_s=1.0, backoff_max_s=60
     elif state == PENDING:
         fields["next_attempt_at"] = done + _backoff(attempt, backoff_s, backoff_max_s)
     with write_txn():
-        n = (ApprovalDelivery.update(**fields)
-             .where(ApprovalDelivery.id == d.id, ApprovalDelivery.attempts == attempt,
-                    ApprovalDelivery.state == PENDING).execute())
+        n = store_waits.record_attempt(d.id, attempt, fields)
         if n == 1 and state == DELIVERED:
-            ApprovalWait.update(open_key=None).where(ApprovalWait.id == wait.id).execute()
+            store_waits.close_wait(wait.id)
         if n == 1 and state != PENDING:
             audit(wait.tenant, wait.job_id, ACTOR, "approval_resume_" + state,
                   {"operation_key": d.operation_key, "decision": d.decision, "wait_id": wait.id,
@@ -328,10 +291,7 @@ def deliver_due(hosts, limit=50, now=None, post=_post, adopt=True, **policy):
     now = time.time() if now is None else now
     tally = {"adopted": adopt_decided(now=now) if adopt else 0, "delivered": 0, "retry": 0, "failed": 0,
              "raced": 0}
-    due = list(ApprovalDelivery.select(ApprovalDelivery, ApprovalWait).join(ApprovalWait)
-               .where(ApprovalDelivery.state == PENDING, ApprovalDelivery.next_attempt_at <= now,
-                      ApprovalDelivery.claimed_until.is_null() | (ApprovalDelivery.claimed_until <= now))
-               .order_by(ApprovalDelivery.next_attempt_at).limit(limit))
+    due = store_waits.due_deliveries(now, limit)
     for d in due:
         tally[deliver_one(d, d.wait, hosts, post=post, **policy)] += 1
     return tally
@@ -361,10 +321,4 @@ def wait_dict(w, delivery=None):
 
 def job_waits(tenant, job_pk):
     """Every wait of a job with its delivery, oldest first (the job timeline and GET .../waits)."""
-    rows = (ApprovalWait.select(ApprovalWait, ApprovalDelivery).join(ApprovalDelivery, JOIN.LEFT_OUTER)
-            .where(ApprovalWait.tenant == tenant, ApprovalWait.job == job_pk).order_by(ApprovalWait.id))
-    out = []
-    for w in rows:
-        d = getattr(w, "approvaldelivery", None)
-        out.append(wait_dict(w, d if d is not None and d.id is not None else None))
-    return out
+    return [wait_dict(w, d) for w, d in store_waits.waits_of_job(tenant, job_pk)]
