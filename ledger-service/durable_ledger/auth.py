@@ -15,8 +15,7 @@ import time
 from dataclasses import dataclass
 
 from .kernel.errors import Forbidden, Unauthorized, ValidationFailed
-from .store import console_sessions
-from .store.models import ApiToken
+from .store import console_sessions, tokens
 
 ROLES = ("runner", "editor", "approver", "admin")
 
@@ -59,14 +58,14 @@ def create_token(tenant, role, name=None, sites=None, raw=None):
     if role not in ROLES:
         raise ValidationFailed(f"unknown role '{role}'", {"roles": list(ROLES)})
     raw = raw or "dl_" + secrets.token_urlsafe(32)
-    ApiToken.insert(
+    tokens.insert_token(
         tenant=tenant,
         role=role,
         name=name or f"{tenant}-{role}",
         sites=",".join(sorted(sites)) if sites else None,
         token_hash=hash_token(raw),
         created_at=time.time(),
-    ).on_conflict_ignore().execute()
+    )
     return raw
 
 
@@ -100,17 +99,12 @@ def revoke_token(raw=None, hash_prefix=None):
         prefix = (hash_prefix or "").strip().lower()
         if not re.fullmatch(r"[0-9a-f]{12,64}", prefix):
             raise ValidationFailed("a token hash prefix is 12 to 64 hex digits", {"field": "hash"})
-        live = [t.token_hash for t in ApiToken.select(ApiToken.token_hash)
-                .where(ApiToken.token_hash.startswith(prefix), ApiToken.revoked_at.is_null()).limit(2)]
+        live = tokens.live_token_hashes_with_prefix(prefix, limit=2)
         if len(live) > 1:
             raise ValidationFailed("the hash prefix matches more than one token; give more digits", {"field": "hash"})
         key = live[0] if live else prefix
     now = time.time()
-    n = (
-        ApiToken.update(revoked_at=now)
-        .where(ApiToken.token_hash == key, ApiToken.revoked_at.is_null())
-        .execute()
-    )
+    n = tokens.revoke_token_hash(key, now)
     console_sessions.end_for_token(key, now, "token_revoked")
     _cache.clear()
     return n
@@ -119,11 +113,9 @@ def revoke_token(raw=None, hash_prefix=None):
 def list_tokens(tenant=None):
     """Every token's description, never its value: id, tenant, role, name, sites, the first 12
     hex digits of its hash (what `token revoke --hash` takes), created and revoked times."""
-    query = ApiToken.select().order_by(ApiToken.id)
-    if tenant:
-        query = query.where(ApiToken.tenant == tenant)
     return [{"id": t.id, "tenant": t.tenant, "role": t.role, "name": t.name, "sites": t.sites,
-             "hash": t.token_hash[:12], "created_at": t.created_at, "revoked_at": t.revoked_at} for t in query]
+             "hash": t.token_hash[:12], "created_at": t.created_at, "revoked_at": t.revoked_at}
+            for t in tokens.token_rows(tenant)]
 
 
 class _TokenCache:
@@ -166,7 +158,7 @@ def authenticate_hash(key, ttl=30.0):
     principal = _cache.get(key, ttl)
     if principal is not None:
         return principal
-    row = ApiToken.get_or_none(ApiToken.token_hash == key, ApiToken.revoked_at.is_null())
+    row = tokens.live_token(key)
     if row is None:
         raise Unauthorized("unknown or revoked token")
     principal = Principal(row.tenant, row.role, row.name or row.role, _parse_sites(row.sites))

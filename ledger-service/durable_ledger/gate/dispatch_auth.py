@@ -15,14 +15,12 @@ the same key), never another one. Checked on every write, not cached: a takeover
 confirm takes effect on the next request.
 """
 
-from peewee import JOIN
-
 from ..approvals import rules as approvals
 from ..kernel import states as S
 from ..kernel.digest import request_digest
 from ..kernel.errors import LedgerError, StaleFencingToken
 from ..kernel.fencing import check_fence
-from ..store.models import Job, Lease, Operation
+from ..store import operations as op_store
 from ..store.rows import LeaseView
 
 
@@ -83,12 +81,7 @@ def authorize_write(tenant, operation_key, target, write, *, job_id=None, fencin
     `begin`'s payload; ``job_id``/``fencing_token`` are the caller's claims, checked, never used.
     An unknown key and another tenant's key get the same answer (no existence oracle).
     """
-    row = (Operation.select(Operation, Job.job_id.alias("job_key"), Job.status, Job.halt_reason,
-                            Lease.fencing_token.alias("lease_token"))
-           .join(Job, on=(Job.id == Operation.job))
-           .join(Lease, join_type=JOIN.LEFT_OUTER, on=(Lease.job == Job.id))
-           .where(Operation.tenant == tenant, Operation.operation_key == operation_key)
-           .objects().first())
+    row = op_store.operation_for_dispatch_check(tenant, operation_key)
     if row is None:
         _refuse("the ledger has not dispatched this operation: call begin first", operation_key)
     if job_id is not None and job_id != row.job_key:
@@ -115,7 +108,7 @@ def authorize_write(tenant, operation_key, target, write, *, job_id=None, fencin
     if publish and not (row.requires_approval and is_publish(row.action)):
         _refuse("publishing needs a publish operation the ledger dispatched after an approval", operation_key,
                 action=row.action)
-    if row.requires_approval and approvals.find_live(Job.get_by_id(row.job_id), row.action, row.request_hash,
+    if row.requires_approval and approvals.find_live(op_store.job_for_approval_check(row.job_id), row.action, row.request_hash,
                                                      row.target) is None:
         # The gate spent a live approval when it dispatched; the write is forwarded only while
         # one is still live (revoked, expired or bound to an older version: nothing goes out).

@@ -33,7 +33,6 @@ from ..kernel.fencing import check_fence
 from ..reconciliation import attempts
 from ..reconciliation.apply import apply_verdict
 from ..reconciliation.verdicts import Absent, Found, Undecidable
-from ..store.models import Operation
 
 FOUND, ABSENT, UNDECIDABLE = "found", "absent", "undecidable"
 RESULTS = (FOUND, ABSENT, UNDECIDABLE)
@@ -72,8 +71,7 @@ def report_lookup(principal, key, fencing_token, attempt, result, remote_id=None
         def fenced():
             check_fence(store.lease_of(op.job_id, lock=True), fencing_token)
 
-        n, _ = apply_verdict(op, verdict, principal.actor, time.time(),
-                             where=(Operation.attempt == attempt,), before_txn=fenced)
+        n, _ = apply_verdict(op, verdict, principal.actor, time.time(), attempt=attempt, before_txn=fenced)
         outcome = "applied" if n == 1 else "raced"
     answer = gate.begin(principal, op.job.job_id, op.action, fencing_token, request_hash=op.request_hash,
                         operation_key=key, target=op.target, requires_approval=op.requires_approval, config=config)

@@ -12,8 +12,7 @@ from ..kernel.errors import InvalidTransition, ReceiptConflict, ValidationFailed
 from ..kernel.fencing import check_fence
 from ..kernel.n8n_context import stamp
 from ..reconciliation import attempts
-from ..store.db import write_txn
-from ..store.models import AuditLog, Job
+from ..store import operations as op_store
 
 # Which transitions a caller may request, from which states. Anything else is 409
 # invalid_transition. Repeating a transition into the state an operation is already in is
@@ -70,7 +69,7 @@ def confirm(principal, key, fencing_token, remote_id, receipt=None, cost=None):
                              {"remote_id": str(remote_id), "receipt": receipt or {}, "last_error": None},
                              {"remote_id": str(remote_id), "cost": cost})
     if cost:
-        Job.update(cost=Job.cost + float(cost)).where(Job.id == op.job_id).execute()
+        op_store.add_job_cost(op.job_id, cost)
     return op
 
 
@@ -135,10 +134,4 @@ def record_outcome(principal, key, fencing_token, http_status=None, error_kind=N
 
 
 def halt_job(principal, job_pk, reason, detail=None):
-    now = time.time()
-    with write_txn():
-        n = (Job.update(status="halted", halt_reason=reason, updated_at=now)
-             .where(Job.id == job_pk, Job.status == "active").execute())
-        if n:
-            AuditLog.create(tenant=principal.tenant, job=job_pk, actor=principal.actor, action="job_halted",
-                            detail={"reason": reason, **(detail or {})}, created_at=now)
+    op_store.halt_job_on_outcome(principal.tenant, job_pk, principal.actor, reason, detail, time.time())

@@ -12,10 +12,11 @@ promoted to FAILED because the remote could not be asked.
 
 import time
 
+from .. import store
 from ..kernel import states as S
 from ..kernel.n8n_context import stamp
+from ..store import operations as op_store
 from ..store.db import write_txn
-from ..store.models import Operation, OperationEvent
 from . import attempts, registry
 from .verdicts import Absent, Found, ReconcilerError, Undecidable
 
@@ -23,19 +24,15 @@ BUSY, ERROR, APPLIED, RACED, NO_RECONCILER = "busy", "error", "applied", "raced"
 
 
 def _claim(op, claim_s, now):
-    return (Operation.update(reconciling_until=now + claim_s)
-            .where(Operation.id == op.id, Operation.state.in_(S.IN_FLIGHT),
-                   Operation.reconciling_until.is_null() | (Operation.reconciling_until < now))
-            .execute()) == 1
+    return op_store.claim_for_reconcile(op.id, claim_s, now)
 
 
 def _release(op):
-    Operation.update(reconciling_until=None).where(Operation.id == op.id).execute()
+    op_store.release_reconcile_claim(op.id)
 
 
 def _event(op, to_state, actor, detail, now):
-    OperationEvent.create(operation=op.id, job=op.job_id, from_state=op.state, to_state=to_state, actor=actor,
-                          fencing_token=None, detail=stamp(detail), created_at=now)
+    store.add_event(op.id, op.job_id, op.state, to_state, actor, None, stamp(detail), now)
 
 
 def reconcile_operation(op, actor, claim_s=60.0, escalate=True):
@@ -52,7 +49,7 @@ def reconcile_operation(op, actor, claim_s=60.0, escalate=True):
     if reconciler is None and not escalate:
         return NO_RECONCILER, None, op
     if not _claim(op, claim_s, now):
-        return BUSY, None, Operation.get_by_id(op.id)
+        return BUSY, None, op_store.reread_operation(op.id)
     try:
         if reconciler is None:
             kind = registry.action_kind(op.action, op.target)
@@ -65,20 +62,17 @@ def reconcile_operation(op, actor, claim_s=60.0, escalate=True):
             outcome = APPLIED
     except (ReconcilerError, ValueError) as exc:
         with write_txn():
-            Operation.update(reconcile_attempts=Operation.reconcile_attempts + 1, reconciling_until=None,
-                             evidence=attempts.with_receipts(op, {"error": str(exc), "at": now}),
-                             updated_at=now).where(
-                Operation.id == op.id).execute()
+            op_store.record_reconcile_error(op.id, attempts.with_receipts(op, {"error": str(exc), "at": now}), now)
             _event(op, op.state, actor, {"reconcile_error": str(exc)}, now)
-        return ERROR, None, Operation.get_by_id(op.id)
+        return ERROR, None, op_store.reread_operation(op.id)
     except Exception:
         _release(op)
         raise
     n, to_state = apply_verdict(op, verdict, actor, now)
     if n != 1:
         _release(op)
-        return RACED, verdict.kind, Operation.get_by_id(op.id)
-    return outcome, verdict.kind, Operation.get_by_id(op.id)
+        return RACED, verdict.kind, op_store.reread_operation(op.id)
+    return outcome, verdict.kind, op_store.reread_operation(op.id)
 
 
 def with_kept_receipt(reconciler, op, verdict):
@@ -120,20 +114,19 @@ def verdict_transition(verdict):
     return S.NEEDS_REVIEW, {"evidence": evidence}
 
 
-def apply_verdict(op, verdict, actor, now, where=(), before_txn=None):
+def apply_verdict(op, verdict, actor, now, attempt=None, before_txn=None):
     """Apply ``verdict`` to ``op`` if it is still in the state (and attempt) we observed.
 
-    Returns (rows updated, to_state). ``where`` adds conditions to the UPDATE; ``before_txn`` runs
-    first inside the write transaction (the lookup route checks the fence there, as confirm does).
+    Returns (rows updated, to_state). ``attempt`` (when given) must also still be the operation's;
+    ``before_txn`` runs first inside the write transaction (the lookup route checks the fence
+    there, as confirm does).
     """
     to_state, fields = verdict_transition(verdict)
     fields["evidence"] = attempts.with_receipts(op, fields["evidence"])
-    fields.update(reconcile_attempts=Operation.reconcile_attempts + 1, reconciling_until=None, updated_at=now)
     with write_txn():
         if before_txn is not None:
             before_txn()
-        n = (Operation.update(state=to_state, **fields)
-             .where(Operation.id == op.id, Operation.state == op.state, *where).execute())
+        n = op_store.apply_verdict_fields(op.id, op.state, to_state, fields, now, attempt=attempt)
         if n == 1:
             _event(op, to_state, actor, {"reconciled": verdict.kind, **{k: v for k, v in fields["evidence"].items()
                                                                         if k not in ("candidates", "receipts")}}, now)

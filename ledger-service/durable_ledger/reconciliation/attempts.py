@@ -27,9 +27,9 @@ from .. import store
 from ..kernel import states as S
 from ..kernel.errors import InvalidTransition, StaleFencingToken
 from ..kernel.n8n_context import current, stamp
+from ..store import operations as op_store
 from ..store.audit import audit
 from ..store.db import write_txn
-from ..store.models import Operation
 from . import registry
 
 MISMATCH = "execution_mismatch"
@@ -130,7 +130,7 @@ def keep_stale(principal, op, token, kind, remote_id=None, receipt=None, error=N
         cur = store.operation_locked(op.id)
         kept, new = _kept(cur, entry)
         if new:
-            Operation.update(evidence={**(cur.evidence or {}), "receipts": kept}).where(Operation.id == op.id).execute()
+            op_store.set_kept_receipts(op.id, {**(cur.evidence or {}), "receipts": kept})
             audit(principal.tenant, op.job_id, principal.actor, "receipt_kept",
                   stamp({"operation_key": op.operation_key, "reason": STALE, "state": cur.state,
                          "remote_id": entry["remote_id"], "receipt_kept": entry}))

@@ -8,14 +8,15 @@ editor saw, so a late confirm from the original run is never overwritten.
 
 import time
 
+from .. import store
 from ..jobs.operations import get_operation
 from ..jobs.serialize import iso
 from ..kernel import states as S
 from ..kernel.errors import InvalidTransition, ValidationFailed
 from ..kernel.secrets import redact
+from ..store import reviews as review_store
 from ..store.audit import audit
 from ..store.db import write_txn
-from ..store.models import Job, Operation, OperationEvent
 from . import attempts, registry
 from .verdicts import ReconcilerError
 
@@ -57,11 +58,8 @@ def _candidates(found, op):
 
 
 def review_queue(tenant, job_id=None, limit=200):
-    q = (Operation.select(Operation, Job.job_id).join(Job)
-         .where(Operation.tenant == tenant, Operation.state.in_(QUEUE_STATES)))
-    if job_id:
-        q = q.where(Job.job_id == job_id)
-    return [_item(op, op.job.job_id) for op in q.order_by(Job.job_id, Operation.updated_at).limit(limit)]
+    rows = review_store.review_queue_operations(tenant, QUEUE_STATES, job_id, limit)
+    return [_item(op, op.job.job_id) for op in rows]
 
 
 def review_item(tenant, key):
@@ -69,7 +67,7 @@ def review_item(tenant, key):
     item = _item(op, op.job.job_id)
     item["events"] = [{"from": e.from_state, "to": e.to_state, "actor": e.actor, "detail": redact(e.detail),
                        "at": iso(e.created_at)}
-                      for e in OperationEvent.select().where(OperationEvent.operation == op.id).order_by(OperationEvent.id)]
+                      for e in store.operation_events(op.id)]
     return item
 
 
@@ -105,12 +103,11 @@ def resolve(principal, key, decision, remote_id=None, note=None, expected_state=
     else:
         raise ValidationFailed("decision must be confirm, fail or abandon", {"field": "decision"})
     with write_txn():
-        n = Operation.update(updated_at=now, **fields).where(Operation.id == op.id, Operation.state == op.state).execute()
+        n = review_store.apply_review_decision(op.id, op.state, fields, now)
         if n != 1:
             raise InvalidTransition("operation changed while resolving; reload it", {})
-        OperationEvent.create(operation=op.id, job=op.job_id, from_state=op.state, to_state=fields["state"],
-                              actor=principal.actor, fencing_token=None,
-                              detail={"review": decision, "note": note, "remote_id": remote_id}, created_at=now)
+        store.add_event(op.id, op.job_id, op.state, fields["state"], principal.actor, None,
+                        {"review": decision, "note": note, "remote_id": remote_id}, now)
         audit(principal.tenant, op.job_id, principal.actor, "review_resolved",
               {"operation_key": key, "decision": decision, "remote_id": remote_id, "note": note,
                "from_state": op.state})

@@ -9,17 +9,12 @@ exceed the longest side effect's timeout. Rate-limited so a backlog does not ham
 import time
 
 from ..kernel import states as S
-from ..store.models import Job, Operation
+from ..store import operations as op_store
 from .apply import reconcile_operation
 
 
 def candidates(sent_older_than_s, job_idle_s, limit, now):
-    stuck = (Operation.select(Operation, Job).join(Job)
-             .where(((Operation.state == S.SENT) & (Operation.updated_at < now - sent_older_than_s))
-                    | (Operation.state == S.UNKNOWN)
-                    | ((Operation.state == S.SENT) & (Job.updated_at < now - job_idle_s)))
-             .order_by(Operation.updated_at).limit(limit))
-    return list(stuck)
+    return op_store.stuck_operations(sent_older_than_s, job_idle_s, limit, now)
 
 
 def sweep(sent_older_than_s=300, job_idle_s=3600, limit=500, rate_per_s=20.0, claim_s=60.0, now=None,
