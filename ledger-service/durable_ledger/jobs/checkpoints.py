@@ -7,10 +7,7 @@ carries anything that looks like a credential.
 
 import time
 
-from peewee import fn
-
 from .. import store
-from ..kernel import states as S
 from ..kernel.errors import (
     Forbidden,
     PhaseSkipped,
@@ -22,8 +19,9 @@ from ..kernel.errors import (
 from ..kernel.fencing import check_fence
 from ..kernel.phases import phases_for
 from ..kernel.secrets import find_secrets
+from ..store import jobs as job_rows
 from ..store.db import write_txn
-from ..store.models import AuditLog, Checkpoint, Job, Operation
+from ..store.operations import job_has_confirmed_operation
 from .jobs import get_job_and_lease
 
 # Phase -> the action suffix that must have a CONFIRMED operation for the job's version.
@@ -50,12 +48,7 @@ def _check_evidence(job, phase):
     suffix = EVIDENCE_REQUIRED.get(phase)
     if suffix is None or phases_for(job) is None:
         return
-    confirmed = (Operation.select(Operation.id)
-                 .where(Operation.job == job.id, Operation.task_version == job.task_version,
-                        Operation.state == S.CONFIRMED,
-                        (Operation.action == suffix) | (Operation.action.endswith("." + suffix)))
-                 .exists())
-    if not confirmed:
+    if not job_has_confirmed_operation(job.id, job.task_version, suffix):
         raise PreconditionFailed(
             f"{phase} needs a CONFIRMED '{suffix}' operation for version {job.task_version}",
             {"phase": phase, "required_action": suffix},
@@ -90,20 +83,16 @@ def save_checkpoint(principal, job_id, fencing_token, phase, body):
         check_fence(store.lease_of(job.id, lock=True), fencing_token)
         # Conditional on the phase we validated against: a concurrent checkpoint that moved
         # the job meanwhile makes this one re-validate instead of skipping over it.
-        n = (Job.update(phase=phase, checkpoint={"phase": phase, "task_version": version, **stored},
-                        updated_at=now)
-             .where(Job.id == job.id, (Job.phase == job.phase) if job.phase else Job.phase.is_null())
-             .execute())
+        n = job_rows.advance_job_phase(job.id, job.phase, phase, {"phase": phase, "task_version": version, **stored},
+                                       now)
         if n != 1:
             raise PhaseSkipped("the job's phase changed concurrently; re-read and retry", {})
-        seq = (Checkpoint.select(fn.COALESCE(fn.MAX(Checkpoint.seq), 0)).where(Checkpoint.job == job.id).scalar()) + 1
-        cp = Checkpoint.create(job=job.id, seq=seq, phase=phase, task_version=version, body=stored,
-                               fencing_token=fencing_token, actor=principal.actor, created_at=now)
-        AuditLog.create(tenant=principal.tenant, job=job.id, actor=principal.actor, action="checkpoint",
-                        detail={"phase": phase, "seq": seq}, created_at=now)
-    return Job.get_by_id(job.id), cp
+        cp = job_rows.append_checkpoint(job.id, phase, version, stored, fencing_token, principal.actor, now)
+        job_rows.log_job_event(principal.tenant, job.id, principal.actor, "checkpoint",
+                               {"phase": phase, "seq": cp.seq}, now)
+    return job_rows.job_by_pk(job.id), cp
 
 
 def list_checkpoints(tenant, job_id):
     job, _ = get_job_and_lease(tenant, job_id)
-    return list(Checkpoint.select().where(Checkpoint.job == job.id).order_by(Checkpoint.seq))
+    return list(job_rows.checkpoints_of_job(job.id))

@@ -2,14 +2,13 @@
 
 import time
 
-from peewee import IntegrityError
-
 from .. import store
 from ..kernel.errors import JobNotFound, TaskVersionLower, ValidationFailed
 from ..kernel.fencing import check_fence
 from ..kernel.phases import PIPELINES
+from ..store import jobs as job_rows
 from ..store.db import write_txn
-from ..store.models import AuditLog, Job
+from ..store.jobs import IntegrityError
 
 BUDGET_KEYS = ("deadline_s", "max_cost", "max_tool_calls", "max_resume_attempts", "max_attempts")
 
@@ -31,30 +30,26 @@ def create_or_get_job(tenant, job_id, *, task_version=1, pipeline="generic", pha
 
     No ``session_id`` here: a job gets its session only by binding it
     (``durable_ledger.agents.sessions``), which checks the session and writes ``Job.session_id``."""
-    existing = Job.get_or_none(Job.tenant == tenant, Job.job_id == job_id)
+    existing = job_rows.find_job(tenant, job_id)
     if existing is not None:
         return existing, False
     check_spec(pipeline, phases, budgets)
     now = time.time()
     try:
         with write_txn():
-            job = Job.create(
-                tenant=tenant, job_id=job_id, task_version=task_version, pipeline=pipeline,
-                phases=phases, budgets=budgets or {}, policy_hash=policy_hash,
-                created_at=now, updated_at=now,
-            )
-            AuditLog.create(tenant=tenant, job=job, actor=actor, action="job_created",
-                            detail={"task_version": task_version, "pipeline": pipeline}, created_at=now)
+            job = job_rows.insert_job(tenant, job_id, {"task_version": task_version, "pipeline": pipeline,
+                                                       "phases": phases, "budgets": budgets or {},
+                                                       "policy_hash": policy_hash}, actor, now)
         return job, True
     except IntegrityError:
-        job = Job.get_or_none(Job.tenant == tenant, Job.job_id == job_id)
+        job = job_rows.find_job(tenant, job_id)
         if job is None:
             raise
         return job, False
 
 
 def get_job(tenant, job_id):
-    job = Job.get_or_none(Job.tenant == tenant, Job.job_id == job_id)
+    job = job_rows.find_job(tenant, job_id)
     if job is None:
         raise JobNotFound(f"no job '{job_id}' in tenant '{tenant}'", {"job_id": job_id})
     return job
@@ -84,7 +79,7 @@ def bump_version(tenant, job_id, fencing_token, actor, to=None):
             # The fence inside the write (the lease row FOR SHARE on PostgreSQL): a takeover between
             # the check and the update would otherwise let a fenced-out execution change the version.
             check_fence(store.lease_of(job.id, lock=True), fencing_token)
-            current = Job.select(Job.task_version).where(Job.id == job.id).scalar()
+            current = job_rows.job_task_version(job.id)
             target = current + 1 if to is None else to
             if target < current:
                 raise TaskVersionLower(
@@ -92,12 +87,10 @@ def bump_version(tenant, job_id, fencing_token, actor, to=None):
                     f"(versions only go up): set Task Version to {current} or higher, or use a new Job ID",
                     {"field": "task_version", "given": target, "current": current})
             if target == current:
-                return Job.get_by_id(job.id)
-            n = (Job.update(task_version=target, updated_at=now)
-                 .where(Job.id == job.id, Job.task_version == current).execute())
+                return job_rows.job_by_pk(job.id)
+            n = job_rows.set_task_version(job.id, current, target, now)
             if n == 1:
-                AuditLog.create(tenant=tenant, job=job, actor=actor, action="version_bumped",
-                                detail={"from": current, "to": target}, created_at=now)
-                return Job.get_by_id(job.id)
+                job_rows.log_job_event(tenant, job.id, actor, "version_bumped", {"from": current, "to": target}, now)
+                return job_rows.job_by_pk(job.id)
         # another bump committed between our read and our write: decide again on its result
         to = target

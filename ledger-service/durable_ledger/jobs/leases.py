@@ -5,14 +5,13 @@ Tokens only grow: takeover increments the row's token in a conditional UPDATE, r
 
 import time
 
-from peewee import IntegrityError
-
 from .. import store
 from ..kernel.errors import LeaseHeld, LeaseLost, ValidationFailed
 from ..kernel.n8n_context import stamp
+from ..store import jobs as job_rows
 from ..store.audit import record_refusal
 from ..store.db import write_txn
-from ..store.models import AuditLog, Lease
+from ..store.jobs import IntegrityError
 from .jobs import get_job
 from .serialize import iso
 
@@ -35,17 +34,15 @@ def acquire_lease(tenant, job_id, owner, ttl_s, takeover=False, actor="system", 
         if lease is None:
             try:
                 with write_txn():
-                    lease = Lease.create(job=job.id, owner=owner, fencing_token=1,
-                                         expires_at=now_ + ttl_s, acquired_at=now_)
-                    AuditLog.create(tenant=tenant, job=job.id, actor=actor, action="lease_acquired",
-                                    detail={"owner": owner, "fencing_token": 1}, created_at=now_)
+                    lease = job_rows.insert_lease(job.id, owner, now_ + ttl_s, now_)
+                    job_rows.log_job_event(tenant, job.id, actor, "lease_acquired",
+                                           {"owner": owner, "fencing_token": 1}, now_)
                 return job, lease
             except IntegrityError:
                 continue  # a concurrent first acquirer won; re-read and compete normally
         live = lease.expires_at > now_
         if live and lease.owner == owner:
-            n = (Lease.update(expires_at=now_ + ttl_s)
-                 .where(Lease.id == lease.id, Lease.fencing_token == lease.fencing_token).execute())
+            n = job_rows.extend_lease(lease.id, lease.fencing_token, now_ + ttl_s)
             if n == 1:
                 lease.expires_at = now_ + ttl_s
                 return job, lease
@@ -56,15 +53,13 @@ def acquire_lease(tenant, job_id, owner, ttl_s, takeover=False, actor="system", 
         # two concurrent takers race for one increment; the loser re-reads and sees a live lease.
         new_token = lease.fencing_token + 1
         with write_txn():
-            n = (Lease.update(owner=owner, fencing_token=new_token, expires_at=now_ + ttl_s, acquired_at=now_)
-                 .where(Lease.id == lease.id, Lease.fencing_token == lease.fencing_token).execute())
+            n = job_rows.take_over_lease(lease.id, lease.fencing_token, owner, new_token, now_ + ttl_s, now_)
             if n == 1:
-                AuditLog.create(tenant=tenant, job=job.id, actor=actor,
-                                action="lease_taken_over" if live else "lease_acquired",
-                                detail={"owner": owner, "previous_owner": lease.owner, "fencing_token": new_token},
-                                created_at=now_)
+                job_rows.log_job_event(tenant, job.id, actor, "lease_taken_over" if live else "lease_acquired",
+                                       {"owner": owner, "previous_owner": lease.owner, "fencing_token": new_token},
+                                       now_)
         if n == 1:
-            return job, Lease.get_by_id(lease.id)
+            return job, job_rows.lease_by_pk(lease.id)
     raise LeaseHeld("lease is contended; retry", {})
 
 
@@ -89,9 +84,7 @@ def renew_lease(tenant, job_id, owner, fencing_token, ttl_s, now=None):
     ttl_s = check_ttl(ttl_s)
     job = get_job(tenant, job_id)
     now_ = time.time() if now is None else now
-    n = (Lease.update(expires_at=now_ + ttl_s)
-         .where(Lease.job == job.id, Lease.owner == owner, Lease.fencing_token == fencing_token)
-         .execute())
+    n = job_rows.set_held_lease_expiry(job.id, owner, fencing_token, now_ + ttl_s)
     if n != 1:
         lease = store.lease_of(job.id)
         raise LeaseLost(
@@ -105,8 +98,6 @@ def release_lease(tenant, job_id, owner, fencing_token, now=None):
     """Expire the lease now; the token high-water mark stays so old tokens remain stale."""
     job = get_job(tenant, job_id)
     now_ = time.time() if now is None else now
-    n = (Lease.update(expires_at=now_)
-         .where(Lease.job == job.id, Lease.owner == owner, Lease.fencing_token == fencing_token)
-         .execute())
+    n = job_rows.set_held_lease_expiry(job.id, owner, fencing_token, now_)
     if n != 1:
         raise LeaseLost("lease is not held by this owner with this token", {})

@@ -14,9 +14,10 @@ import time
 
 from ..kernel import states as S
 from ..kernel.errors import InvalidTransition
+from ..store import jobs as job_rows
 from ..store.audit import audit
 from ..store.db import write_txn
-from ..store.models import Job, Lease, Operation
+from ..store.operations import operations_of_job
 from .jobs import get_job
 from .serialize import operation_dict
 
@@ -29,13 +30,12 @@ def cancel_job(principal, job_id, reason=None):
     # locked the job and then waited for the lease could deadlock with it. Between the two, the
     # lease is still live but the job is cancelled: every claim is refused already.
     with write_txn():
-        n = (Job.update(status="cancelled", halt_reason="cancelled", updated_at=now)
-             .where(Job.id == job.id, Job.status != "cancelled").execute())
+        n = job_rows.mark_job_cancelled(job.id, now)
         if n:
             audit(principal.tenant, job.id, principal.actor, "job_cancelled", {"reason": reason})
     with write_txn():
-        Lease.update(expires_at=now).where(Lease.job == job.id, Lease.expires_at > now).execute()
-    ops = list(Operation.select().where(Operation.job == job.id).order_by(Operation.id))
+        job_rows.expire_live_lease(job.id, now)
+    ops = operations_of_job(job.id)
     return {
         "job_id": job_id,
         "status": "cancelled",
@@ -54,10 +54,7 @@ def reauthorize(principal, job_id, policy_hash=None, note=None):
         raise InvalidTransition("a cancelled job is never reopened", {"status": job.status})
     if job.status != "halted":
         raise InvalidTransition(f"job is {job.status}, not halted", {"status": job.status})
-    fields = {"status": "active", "halt_reason": None, "updated_at": time.time()}
-    if policy_hash is not None:
-        fields["policy_hash"] = policy_hash
-    Job.update(**fields).where(Job.id == job.id, Job.status == "halted").execute()
+    job_rows.reactivate_halted_job(job.id, time.time(), policy_hash)
     audit(principal.tenant, job.id, principal.actor, "job_reauthorized",
           {"previous_reason": job.halt_reason, "policy_hash": policy_hash, "note": note})
-    return Job.get_by_id(job.id)
+    return job_rows.job_by_pk(job.id)

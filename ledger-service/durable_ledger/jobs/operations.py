@@ -2,7 +2,7 @@
 
 from .. import store
 from ..kernel.errors import OperationNotFound
-from ..store.models import Operation
+from ..store.operations import operations_of_job
 from .jobs import get_job_and_lease
 
 
@@ -19,7 +19,4 @@ def operation_events(op):
 
 def list_job_operations(tenant, job_id, states=None):
     job, _ = get_job_and_lease(tenant, job_id)
-    q = Operation.select().where(Operation.job == job.id)
-    if states:
-        q = q.where(Operation.state.in_(states))
-    return job, list(q.order_by(Operation.id))
+    return job, operations_of_job(job.id, states)

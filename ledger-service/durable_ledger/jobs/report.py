@@ -4,12 +4,11 @@ A run's end is not a "done" flag: the report separates completed, confirmed fail
 and waiting-for-a-human operations, with phase history, budgets and approvals.
 """
 
-from peewee import fn
-
 from .. import store
 from ..kernel import states as S
+from ..store import jobs as job_rows
+from ..store import operations as op_rows
 from ..store.audit import REFUSAL_PREFIX
-from ..store.models import Approval, AuditLog, Checkpoint, Job, Operation, OperationEvent
 from . import budgets
 from .jobs import get_job
 from .serialize import approval_dict, iso, operation_dict
@@ -30,11 +29,11 @@ def _group(op):
 def job_report(tenant, job_id):
     job = get_job(tenant, job_id)
     groups = {"completed": [], "confirmed_failed": [], "unknown": [], "pending_human": [], "abandoned": []}
-    for op in Operation.select().where(Operation.job == job.id).order_by(Operation.id):
+    for op in op_rows.operations_of_job(job.id):
         groups[_group(op)].append(operation_dict(op, job_id))
     history = [{"seq": c.seq, "phase": c.phase, "task_version": c.task_version, "actor": c.actor, "at": iso(c.created_at)}
-               for c in Checkpoint.select().where(Checkpoint.job == job.id).order_by(Checkpoint.seq)]
-    approvals = [approval_dict(a) for a in Approval.select().where(Approval.job == job.id).order_by(Approval.id)]
+               for c in job_rows.checkpoints_of_job(job.id)]
+    approvals = [approval_dict(a) for a in job_rows.approvals_of_job(job.id, by_id=True)]
     return {
         "job_id": job.job_id,
         "task_version": job.task_version,
@@ -52,17 +51,10 @@ def job_report(tenant, job_id):
 def acceptance_metrics(tenant):
     """Counters that prove exactly-once from the ledger's side (the remote side is counted by
     the acceptance suite from WordPress itself)."""
-    confirms = (OperationEvent.select(OperationEvent.operation, fn.COUNT(OperationEvent.id).alias("n"))
-                .join(Operation).where(Operation.tenant == tenant, OperationEvent.to_state == S.CONFIRMED)
-                .group_by(OperationEvent.operation))
-    double_confirmed = sum(1 for row in confirms if row.n > 1)
-    dup_remote = (Operation.select(Operation.action, Operation.remote_id, fn.COUNT(Operation.id).alias("n"))
-                  .where(Operation.tenant == tenant, Operation.state == S.CONFIRMED)
-                  .group_by(Operation.action, Operation.remote_id).having(fn.COUNT(Operation.id) > 1))
+    double_confirmed = op_rows.tenant_operations_confirmed_twice(tenant)
+    dup_remote = op_rows.tenant_duplicate_remote_ids(tenant)
     refusals = {}
-    for action, n in (AuditLog.select(AuditLog.action, fn.COUNT(AuditLog.id))
-                      .where(AuditLog.tenant == tenant, AuditLog.action.startswith(REFUSAL_PREFIX))
-                      .group_by(AuditLog.action).tuples()):
+    for action, n in job_rows.refusal_counts_of_tenant(tenant, REFUSAL_PREFIX):
         refusals[action[len(REFUSAL_PREFIX):]] = n
     unauthorized = sum(refusals.get(k, 0) for k in ("stale_fencing_token", "approval_required", "job_halted",
                                                     "job_cancelled", "forbidden", "budget_exhausted",
@@ -70,9 +62,8 @@ def acceptance_metrics(tenant):
                                                     "fencing_token_not_issued"))
     checkpoint_refused = sum(refusals.get(k, 0) for k in ("phase_skipped", "precondition_failed",
                                                           "secret_in_checkpoint", "unknown_phase"))
-    unknown_left = (Operation.select().where(Operation.tenant == tenant, Operation.state.in_(S.NEEDS_ATTENTION)).count())
-    resumes = {j.job_id: j.resume_attempts for j in Job.select(Job.job_id, Job.resume_attempts)
-               .where(Job.tenant == tenant, Job.resume_attempts > 0)}
+    unknown_left = op_rows.count_tenant_operations_in_states(tenant, S.NEEDS_ATTENTION)
+    resumes = job_rows.resume_attempts_of_tenant(tenant)
     return {
         "operations_confirmed_twice": double_confirmed,
         "duplicate_remote_ids": [{"action": r.action, "remote_id": r.remote_id, "operations": r.n} for r in dup_remote],

@@ -11,8 +11,9 @@ import time
 from ..kernel import states as S
 from ..kernel.errors import InvalidTransition
 from ..kernel.phases import phases_for
+from ..store import jobs as job_rows
 from ..store.audit import audit
-from ..store.models import Approval, Checkpoint, Job, Operation
+from ..store.operations import operations_of_job
 from . import budgets
 from .jobs import get_job
 from .leases import acquire_lease
@@ -21,7 +22,7 @@ from .serialize import approval_dict, job_dict, lease_dict, operation_dict
 
 def _producing_phase(job, role, sha):
     """The first checkpoint phase that recorded this artifact role (with its current sha)."""
-    for cp in Checkpoint.select().where(Checkpoint.job == job.id).order_by(Checkpoint.seq):
+    for cp in job_rows.checkpoints_of_job(job.id):
         for art in (cp.body or {}).get("artifacts") or []:
             if art.get("role") == role and (sha is None or art.get("sha256") == sha):
                 return cp.phase
@@ -87,13 +88,13 @@ def resume_job(principal, job_id, owner, ttl_s, takeover=False, artifacts=None, 
     if rewind is not None:
         order = phases_for(job)
         phase = order[order.index(rewind) - 1] if order.index(rewind) > 0 else None
-        Job.update(phase=phase, updated_at=now).where(Job.id == job.id).execute()
+        job_rows.set_job_phase(job.id, phase, now)
         audit(principal.tenant, job.id, principal.actor, "job_rewound",
               {"from": job.phase, "to": phase, "rebuild": rewind})
     audit(principal.tenant, job.id, principal.actor, "job_resumed",
           {"owner": owner, "fencing_token": lease.fencing_token, "attempt": job.resume_attempts})
-    job = Job.get_by_id(job.id)
-    ops = list(Operation.select().where(Operation.job == job.id).order_by(Operation.id))
+    job = job_rows.job_by_pk(job.id)
+    ops = operations_of_job(job.id)
     allowed = [] if (halt or budget) else list((job.checkpoint or {}).get("next_allowed_actions") or [])
     if rewind:
         allowed = [f"rebuild:{rewind}"]
@@ -113,7 +114,7 @@ def resume_job(principal, job_id, owner, ttl_s, takeover=False, artifacts=None, 
         "completed": [{"operation_key": o.operation_key, "action": o.action, "remote_id": o.remote_id}
                       for o in ops if o.state == S.CONFIRMED],
         "next_allowed_actions": allowed,
-        "approvals": [a for a in (approval_dict(x) for x in Approval.select().where(Approval.job == job.id))
+        "approvals": [a for a in (approval_dict(x) for x in job_rows.approvals_of_job(job.id))
                       if a["task_version"] == job.task_version],
         "summary": _summary(job, phase, ops, checked, halt or budget),
     }
@@ -131,11 +132,9 @@ def _take_and_count(principal, job, job_id, owner, ttl_s, takeover, now):
     committed in between leaves nothing to update and the resume is refused.
     """
     job, lease = acquire_lease(principal.tenant, job_id, owner, ttl_s, takeover, principal.actor)
-    n = (Job.update(resume_attempts=Job.resume_attempts + 1, updated_at=now)
-         .where(Job.id == job.id, Job.status != "cancelled").execute())
-    if n != 1:
+    if job_rows.count_resume_attempt(job.id, now) != 1:
         raise _cancelled(principal, job)
-    return Job.get_by_id(job.id), lease
+    return job_rows.job_by_pk(job.id), lease
 
 
 def _halt_on_policy_change(principal, job, policy_hash, now):
@@ -143,7 +142,7 @@ def _halt_on_policy_change(principal, job, policy_hash, now):
     halt = job.halt_reason if job.status == "halted" else None
     if halt is None and policy_hash is not None and job.policy_hash is not None and policy_hash != job.policy_hash:
         halt = "policy_changed"
-        Job.update(status="halted", halt_reason=halt, updated_at=now).where(Job.id == job.id).execute()
+        job_rows.mark_job_halted(job.id, halt, now)
         audit(principal.tenant, job.id, principal.actor, "job_halted",
               {"reason": halt, "approved_policy": job.policy_hash, "current_policy": policy_hash})
     return halt

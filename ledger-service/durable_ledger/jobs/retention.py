@@ -10,23 +10,19 @@ pruned, whatever their age.
 
 import time
 
-from ..kernel import states as S
-from ..store.db import write_txn
-from ..store.models import Operation, OperationEvent
+from ..store.operations import delete_operations_with_events, prunable_operation_ids
 
 DEFAULT_WINDOW_S = 30 * 86400
 
 
 def prune(older_than_s=DEFAULT_WINDOW_S, now=None, batch=1000):
     cutoff = (time.time() if now is None else now) - older_than_s
-    terminal = ((Operation.state.in_([S.CONFIRMED, S.ABANDONED]))
-                | ((Operation.state == S.FAILED) & (Operation.retryable == False)))  # noqa: E712
     removed_ops = removed_events = 0
     while True:
-        ids = [o.id for o in Operation.select(Operation.id).where(terminal, Operation.updated_at < cutoff).limit(batch)]
+        ids = prunable_operation_ids(cutoff, batch)
         if not ids:
             break
-        with write_txn():
-            removed_events += OperationEvent.delete().where(OperationEvent.operation.in_(ids)).execute()
-            removed_ops += Operation.delete().where(Operation.id.in_(ids)).execute()
+        events, ops = delete_operations_with_events(ids)
+        removed_events += events
+        removed_ops += ops
     return {"operations": removed_ops, "events": removed_events, "cutoff": cutoff}

@@ -20,12 +20,11 @@ transaction is run again and finds the winner's row, as the routes' claim-by-INS
 
 import time
 
-from peewee import IntegrityError
-
 from .. import store
 from ..kernel.errors import LeaseHeld, TaskVersionLower
+from ..store import jobs as job_rows
 from ..store.db import write_txn
-from ..store.models import AuditLog, Job, Lease
+from ..store.jobs import IntegrityError
 from .jobs import check_spec
 from .leases import check_ttl, held_refusal
 
@@ -82,14 +81,11 @@ def _start_txn(tenant, job_id, owner, ttl_s, takeover, spec, if_lower, actor, no
 
 
 def _job_txn(tenant, job_id, spec, actor, now):
-    job = Job.get_or_none(Job.tenant == tenant, Job.job_id == job_id)
+    job = job_rows.find_job(tenant, job_id)
     if job is not None:
         return job, False
     check_spec(spec["pipeline"], spec["phases"], spec["budgets"])
-    job = Job.create(tenant=tenant, job_id=job_id, created_at=now, updated_at=now, **spec)
-    AuditLog.create(tenant=tenant, job=job, actor=actor, action="job_created",
-                    detail={"task_version": spec["task_version"], "pipeline": spec["pipeline"]}, created_at=now)
-    return job, True
+    return job_rows.insert_job(tenant, job_id, spec, actor, now), True
 
 
 def _lease_txn(tenant, job, owner, ttl_s, takeover, actor, now):
@@ -97,36 +93,31 @@ def _lease_txn(tenant, job, owner, ttl_s, takeover, actor, now):
     lease: refused unless ``takeover``; expired or taken over: the next token."""
     lease = store.lease_of(job.id)
     if lease is None:
-        lease = Lease.create(job=job.id, owner=owner, fencing_token=1, expires_at=now + ttl_s, acquired_at=now)
-        AuditLog.create(tenant=tenant, job=job.id, actor=actor, action="lease_acquired",
-                        detail={"owner": owner, "fencing_token": 1}, created_at=now)
+        lease = job_rows.insert_lease(job.id, owner, now + ttl_s, now)
+        job_rows.log_job_event(tenant, job.id, actor, "lease_acquired", {"owner": owner, "fencing_token": 1}, now)
         return lease
     live = lease.expires_at > now
     if live and lease.owner == owner:
-        _updated(Lease.update(expires_at=now + ttl_s)
-                 .where(Lease.id == lease.id, Lease.fencing_token == lease.fencing_token))
+        _updated(job_rows.extend_lease(lease.id, lease.fencing_token, now + ttl_s))
         lease.expires_at = now + ttl_s
         return lease
     if live and not takeover:
         raise _Held(job, lease)
     new_token = lease.fencing_token + 1
-    _updated(Lease.update(owner=owner, fencing_token=new_token, expires_at=now + ttl_s, acquired_at=now)
-             .where(Lease.id == lease.id, Lease.fencing_token == lease.fencing_token))
-    AuditLog.create(tenant=tenant, job=job.id, actor=actor, action="lease_taken_over" if live else "lease_acquired",
-                    detail={"owner": owner, "previous_owner": lease.owner, "fencing_token": new_token},
-                    created_at=now)
-    return Lease.get_by_id(lease.id)
+    _updated(job_rows.take_over_lease(lease.id, lease.fencing_token, owner, new_token, now + ttl_s, now))
+    job_rows.log_job_event(tenant, job.id, actor, "lease_taken_over" if live else "lease_acquired",
+                           {"owner": owner, "previous_owner": lease.owner, "fencing_token": new_token}, now)
+    return job_rows.lease_by_pk(lease.id)
 
 
 def _version_txn(tenant, job, target, actor, now):
     """As `jobs.bump_version` under the token this transaction holds (its lease row is written)."""
-    _updated(Job.update(task_version=target, updated_at=now)
-             .where(Job.id == job.id, Job.task_version == job.task_version))
-    AuditLog.create(tenant=tenant, job=job.id, actor=actor, action="version_bumped",
-                    detail={"from": job.task_version, "to": target}, created_at=now)
-    return Job.get_by_id(job.id)
+    _updated(job_rows.set_task_version(job.id, job.task_version, target, now))
+    job_rows.log_job_event(tenant, job.id, actor, "version_bumped", {"from": job.task_version, "to": target}, now)
+    return job_rows.job_by_pk(job.id)
 
 
-def _updated(query):
-    if query.execute() != 1:
+def _updated(rows_changed):
+    """A conditional UPDATE that changed no row lost to a concurrent writer."""
+    if rows_changed != 1:
         raise _Raced()

@@ -9,14 +9,13 @@ report, labelled as such; the n8n execution shown is only ever the one the ledge
 request's X-N8N-Execution-Id, stamped by kernel/n8n_context.py), never one a caller wrote down.
 """
 
-from peewee import fn
-
 from ..kernel import states as S
 from ..kernel.links import http_url
 from ..kernel.n8n_context import clean_id
 from ..kernel.secrets import redact
+from ..store import jobs as job_rows
+from ..store import operations as op_rows
 from ..store.audit import REFUSAL_PREFIX
-from ..store.models import ApprovalDenial, AuditLog, Checkpoint, Job, Operation, OperationEvent
 from . import budgets
 from .jobs import get_job_and_lease
 from .serialize import iso, lease_dict
@@ -99,17 +98,17 @@ def _audit_text(row):
 def job_timeline(tenant, job_id, n8n_url=""):
     """The job (tenant-scoped: another tenant's id is JobNotFound), its operations and its history."""
     job, lease = get_job_and_lease(tenant, job_id)
-    ops = list(Operation.select().where(Operation.job == job.id).order_by(Operation.id))
+    ops = op_rows.operations_of_job(job.id)
     by_id = {op.id: op for op in ops}
     entries = []
-    for ev in OperationEvent.select().where(OperationEvent.job == job.id).order_by(OperationEvent.id):
+    for ev in op_rows.operation_events_of_job(job.id):
         op = by_id.get(ev.operation_id)
         text, kind = _event_text(ev, op.action if op else "?")
         entries.append({"ts": ev.created_at, "seq": (0, ev.id), "kind": kind, "subject": op.action if op else "?",
                         "operation_key": op.operation_key if op else None, "text": text, "who": ev.actor,
                         "fencing_token": ev.fencing_token, "state": ev.to_state, "detail": redact(ev.detail),
                         "n8n": _n8n(ev.detail)})
-    for cp in Checkpoint.select().where(Checkpoint.job == job.id).order_by(Checkpoint.seq):
+    for cp in job_rows.checkpoints_of_job(job.id):
         body = redact(dict(cp.body or {}))
         entries.append({"ts": cp.created_at, "seq": (1, cp.id), "kind": "checkpoint", "subject": cp.phase,
                         "operation_key": None, "text": f"checkpoint #{cp.seq}: phase {cp.phase} (v{cp.task_version})",
@@ -117,7 +116,7 @@ def job_timeline(tenant, job_id, n8n_url=""):
                         "artifacts": body.get("artifacts") or [], "detail": {k: v for k, v in body.items()
                                                                              if k != "artifacts" and v},
                         "n8n": _n8n(body)})
-    for row in AuditLog.select().where(AuditLog.job == job.id).order_by(AuditLog.id):
+    for row in job_rows.audit_entries_of_job(job.id):
         if row.action == "checkpoint":
             continue  # the checkpoint row itself is shown, with its artifacts
         text, kind = _audit_text(row)
@@ -165,36 +164,17 @@ def _op_row(op):
 
 def list_jobs(tenant, status=None, phase=None, has_unknown=False, awaiting_approval=False, search=None, page=1):
     """(rows, total) for one page of the tenant's jobs, most recently updated first."""
-    q = Job.select().where(Job.tenant == tenant)
-    if status:
-        q = q.where(Job.status == status)
-    if phase:
-        q = q.where(Job.phase == phase)
-    if search:
-        q = q.where(fn.LOWER(Job.job_id).contains(search.lower()))
-    if has_unknown:
-        q = q.where(Job.id.in_(Operation.select(Operation.job).where(
-            Operation.tenant == tenant, Operation.state.in_(UNKNOWNISH))))
-    if awaiting_approval:
-        q = q.where(Job.id.in_(Operation.select(Operation.job).where(
-            Operation.tenant == tenant, Operation.state == S.PREPARED, Operation.requires_approval == True)))
-    total = q.count()
-    page = max(1, int(page))
-    jobs = list(q.order_by(Job.updated_at.desc(), Job.id.desc()).paginate(page, PAGE_SIZE))
+    jobs, total = job_rows.page_of_jobs(tenant, page, PAGE_SIZE, status=status, phase=phase, search=search,
+                                        unknown_states=UNKNOWNISH if has_unknown else None,
+                                        awaiting_approval=awaiting_approval)
     counts = {}
     if jobs:
-        for job_pk, state, n in (Operation.select(Operation.job, Operation.state, fn.COUNT(Operation.id))
-                                 .where(Operation.job.in_([j.id for j in jobs]))
-                                 .group_by(Operation.job, Operation.state).tuples()):
+        for job_pk, state, n in op_rows.operation_state_counts_of_jobs([j.id for j in jobs]):
             counts.setdefault(job_pk, {})[state] = n
     waiting, denied = set(), set()
     if jobs:
-        waiting = {r[0] for r in Operation.select(Operation.job).where(
-            Operation.job.in_([j.id for j in jobs]), Operation.state == S.PREPARED,
-            Operation.requires_approval == True).tuples()}
-        denied = {r[0] for r in ApprovalDenial.select(ApprovalDenial.job).join(Operation).where(
-            ApprovalDenial.job.in_(list(waiting)), ApprovalDenial.lifted_at.is_null(),
-            Operation.state == S.PREPARED).tuples()} if waiting else set()
+        waiting = op_rows.jobs_with_operations_awaiting_approval([j.id for j in jobs])
+        denied = job_rows.jobs_with_standing_denial(waiting) if waiting else set()
     rows = [{"job_id": j.job_id, "status": j.status, "halt_reason": j.halt_reason, "phase": j.phase,
              "pipeline": j.pipeline, "task_version": j.task_version, "states": counts.get(j.id, {}),
              "unknown": sum(counts.get(j.id, {}).get(s, 0) for s in UNKNOWNISH),
@@ -204,6 +184,5 @@ def list_jobs(tenant, status=None, phase=None, has_unknown=False, awaiting_appro
 
 
 def tenant_phases(tenant):
-    return [p for (p,) in Job.select(Job.phase).where(Job.tenant == tenant, Job.phase.is_null(False))
-            .distinct().order_by(Job.phase).tuples()]
+    return job_rows.job_phases_of_tenant(tenant)
 
