@@ -124,6 +124,50 @@ def _speaks_http(name):
             or rel.rsplit(".", 1)[-1].endswith("routes"))
 
 
+ORM_METHODS = {"select", "update", "delete", "insert", "insert_many", "create", "get", "get_or_none", "get_by_id",
+               "get_or_create", "replace", "save", "delete_instance", "raw"}
+MODEL_MODULES = ("models", "agent_models", "wait_models")
+
+
+def model_classes():
+    """The names of the store's tables (classes deriving from a model class, transitively)."""
+    bases = {"Model", "BaseModel"}
+    found = set()
+    for name, _path, tree in modules():
+        if _floor(name) == "store":
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ClassDef) and any(getattr(b, "id", None) in bases | found for b in node.bases):
+                    found.add(node.name)
+    return found - {"BaseModel"}
+
+
+def orm_calls_outside_the_store():
+    """Where a module outside store/ imports peewee or the store's tables, or calls a query method
+    on a table's class or saves a row."""
+    tables = model_classes()
+    found = []
+    for name, path, tree in modules():
+        if _floor(name) == "store":
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                    [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names]
+                if any(n.split(".")[0] in ("peewee", "playhouse") or n.endswith(tuple(f"store.{m}" for m in MODEL_MODULES))
+                       or n in MODEL_MODULES for n in names):
+                    found.append(f"{path.relative_to(PKG)}:{node.lineno} import")
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ORM_METHODS:
+                owner = node.func.value
+                if (isinstance(owner, ast.Name) and owner.id in tables) or node.func.attr in ("save", "delete_instance"):
+                    found.append(f"{path.relative_to(PKG)}:{node.lineno} .{node.func.attr}()")
+    return found
+
+
+def test_the_tables_are_queried_in_the_store_only():
+    assert {"Job", "Operation", "Approval", "SessionBinding", "ApprovalWait", "ConsoleSession"} <= model_classes()
+    assert orm_calls_outside_the_store() == []
+
+
 def test_only_the_http_modules_speak_http():
     offenders = []
     for name, path, tree in modules():

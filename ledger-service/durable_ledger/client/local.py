@@ -16,9 +16,6 @@ import os
 import threading
 from contextlib import contextmanager
 
-from peewee import DataError, InterfaceError, OperationalError
-from playhouse.pool import PooledDatabase
-
 from .. import gate
 from ..auth import Principal
 from ..gate import outcomes as ops
@@ -33,7 +30,7 @@ from ..kernel.limits import check_query_value
 from ..kernel.secrets import install_log_redaction, redact
 from ..reconciliation.setup import configure as configure_reconcilers
 from ..store.audit import record_refusal
-from ..store.db import db, init_database
+from ..store.db import DataError, InterfaceError, OperationalError, db, init_database, is_pooled
 from ..store.migrations import create_schema
 from .errors import LedgerUnavailable
 from .ledger import GateAnswer, Ledger, begin_body, lease_body, outcome_body, release_body, renew_body
@@ -92,7 +89,7 @@ class LocalLedger(Ledger):
         logging.getLogger("peewee").setLevel(max(logging.INFO, logging.getLogger("peewee").getEffectiveLevel()))
         install_log_redaction()
         self._database = _bind(database_url)
-        self._pooled = isinstance(self._database, PooledDatabase)
+        self._pooled = is_pooled(self._database)
         if migrate:
             create_schema()
         configure_reconcilers(self.config)

@@ -7,8 +7,7 @@ from ..kernel.errors import JobNotFound, TaskVersionLower, ValidationFailed
 from ..kernel.fencing import check_fence
 from ..kernel.phases import PIPELINES
 from ..store import jobs as job_rows
-from ..store.db import write_txn
-from ..store.jobs import IntegrityError
+from ..store.db import IntegrityError, write_txn
 
 BUDGET_KEYS = ("deadline_s", "max_cost", "max_tool_calls", "max_resume_attempts", "max_attempts")
 

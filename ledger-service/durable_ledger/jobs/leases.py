@@ -10,8 +10,7 @@ from ..kernel.errors import LeaseHeld, LeaseLost, ValidationFailed
 from ..kernel.n8n_context import stamp
 from ..store import jobs as job_rows
 from ..store.audit import record_refusal
-from ..store.db import write_txn
-from ..store.jobs import IntegrityError
+from ..store.db import IntegrityError, write_txn
 from .jobs import get_job
 from .serialize import iso
 

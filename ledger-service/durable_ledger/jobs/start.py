@@ -23,8 +23,7 @@ import time
 from .. import store
 from ..kernel.errors import LeaseHeld, TaskVersionLower
 from ..store import jobs as job_rows
-from ..store.db import write_txn
-from ..store.jobs import IntegrityError
+from ..store.db import IntegrityError, write_txn
 from .jobs import check_spec
 from .leases import check_ttl, held_refusal
 

@@ -1,9 +1,12 @@
 """The storage layer: every SQL statement and every SQLite/PostgreSQL difference is in here.
 
-Core code calls the functions below (and builds ORM queries on `store.models` for the
-non-gate tables); it never writes SQL and never asks which database it runs on. The gate's
-statements have one implementation per backend (`sqlite.py`, `postgres.py`) with the same
-names; everything portable is written once here. The contract suite
+The features call the functions below (the gate's statements and the operation transitions) and
+one module per aggregate for the rest: jobs.py (jobs, leases, checkpoints), operations.py,
+approvals.py, waits.py, reviews.py, sessions.py (Agents API session control), artifacts.py,
+tokens.py, console_sessions.py, audit.py. Nothing outside the store imports peewee or the
+tables, or asks which database it runs on (tests/test_layers.py). The gate's statements have
+one implementation per backend (`sqlite.py`, `postgres.py`) with the same names, chosen once
+when the database is bound; everything portable is written once. The contract suite
 (tests/test_store.py, and every test through the `client` fixture) runs on both.
 """
 
@@ -15,7 +18,7 @@ from peewee import fn
 from ..kernel.errors import InvalidTransition
 from ..kernel.fencing import check_fence
 from . import postgres, sqlite
-from .db import db, is_sqlite, write_txn
+from .db import db, is_sqlite, on_bind, write_txn
 from .models import AuditLog, Job, Lease, Operation, OperationEvent, Setting
 from .rows import ClaimTemplate, JobGuard, NewOp, dispatcher, json_codec
 from .wait_models import ApprovalDelivery
@@ -25,8 +28,21 @@ __all__ = ["ClaimTemplate", "JobGuard", "NewOp", "write_txn", "load_gate", "clai
            "add_event", "count_dispatches", "ping", "counts", "setting", "begin_many", "confirm_many"]
 
 
+# The backend's statements, chosen once when the database is bound (`init_database`), not asked
+# again on every call.
+_impl = None
+
+
+def _choose_backend(_database):
+    global _impl
+    _impl = sqlite if is_sqlite() else postgres
+
+
+on_bind(_choose_backend)
+
+
 def _backend():
-    return sqlite if is_sqlite() else postgres
+    return _impl
 
 
 def load_gate(tenant, job_id, operation_key, action, default_key, claim=None):
@@ -35,7 +51,7 @@ def load_gate(tenant, job_id, operation_key, action, default_key, claim=None):
     not (PostgreSQL computes the same key in SQL: tests/test_store.py holds them equal). With ``claim`` (a `ClaimTemplate`) PostgreSQL also claims a new operation in the same
     statement when nothing stands in the way (store/postgres.py `_BEGIN`); SQLite, in process,
     only loads (the gate then claims with `claim_new`)."""
-    if is_sqlite():
+    if _impl is sqlite:
         return sqlite.load_gate(tenant, job_id, operation_key, default_key) + (None,)
     return postgres.load_gate(tenant, job_id, operation_key, action, claim)
 
@@ -166,7 +182,7 @@ def counts(refusal_prefix):
 def begin_many(tenant, claims, actor, now, detail, default_max_attempts):
     """Claim many new operations at once where the backend can: {ord: operation} for those
     claimed; the rest are for the single-item gate. SQLite, in process, claims none here."""
-    if is_sqlite() or not claims:
+    if _impl is sqlite or not claims:
         return {}
     return postgres.begin_many(tenant, claims, actor, now, detail, default_max_attempts)
 
@@ -174,7 +190,7 @@ def begin_many(tenant, claims, actor, now, detail, default_max_attempts):
 def confirm_many(tenant, items, actor, detail):
     """Confirm many operations at once where the backend can: {ord: operation} for those
     confirmed; the rest are for the single-item path (`confirm`, `transition`)."""
-    if is_sqlite() or not items:
+    if _impl is sqlite or not items:
         return {}
     return postgres.confirm_many(tenant, items, actor, time.time(), detail)
 

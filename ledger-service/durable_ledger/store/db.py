@@ -11,12 +11,19 @@ import threading
 import time
 import weakref
 
-from peewee import DatabaseProxy, SqliteDatabase
+from peewee import DatabaseProxy, DataError, IntegrityError, InterfaceError, OperationalError, SqliteDatabase
 from playhouse.db_url import connect, parse
-from playhouse.pool import PooledPostgresqlDatabase
+from playhouse.pool import PooledDatabase, PooledPostgresqlDatabase
+
+# The driver's errors the features catch, named here so that nothing outside the store imports
+# peewee: a unique index refusing a concurrent insert (the caller reads the winner's row), a
+# value the database refuses, and a connection that is gone.
+__all__ = ["DataError", "IntegrityError", "InterfaceError", "OperationalError", "bind_request_lifecycle", "close_all", "db",
+           "init_database", "is_pooled", "is_sqlite", "write_txn"]
 
 db = DatabaseProxy()
 _bound_url = None
+_on_bind = []  # called with the database each time the proxy is bound (store/__init__.py)
 _lock = threading.Lock()
 
 
@@ -48,6 +55,8 @@ def init_database(url):
             db.obj.close()
         db.initialize(database)
         _bound_url = url
+        for hook in _on_bind:
+            hook(database)
         return database
 
 
@@ -98,6 +107,13 @@ def close_all():
         db.obj.close()
 
 
+def on_bind(hook):
+    """Call ``hook(database)`` whenever `init_database` binds a database (and now, if one is bound)."""
+    _on_bind.append(hook)
+    if db.obj is not None:
+        hook(db.obj)
+
+
 def is_sqlite():
     return isinstance(db.obj, SqliteDatabase)
 
@@ -107,3 +123,8 @@ def write_txn():
     if is_sqlite():
         return db.atomic("IMMEDIATE")
     return db.atomic()
+
+
+def is_pooled(database):
+    """True for a pooled connection (PostgreSQL under serve): its connections are returned, not closed."""
+    return isinstance(database, PooledDatabase)

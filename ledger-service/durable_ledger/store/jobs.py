@@ -6,9 +6,6 @@ a lost race from a win.
 """
 
 from peewee import fn
-# Re-exported: `insert_job` and `insert_lease` raise it when a concurrent creator's row is there
-# first (the unique indexes); the callers catch it and read the winner's row.
-from peewee import IntegrityError  # noqa: F401
 
 from ..kernel import states as S
 from .models import Approval, ApprovalDenial, AuditLog, Checkpoint, Job, Lease, Operation

@@ -7,10 +7,10 @@ import json
 import logging
 
 from flask import g, jsonify, request
-from peewee import DataError
 
 from ..kernel.errors import InvalidValue, LedgerError, PayloadTooLarge
 from ..store.audit import record_refusal
+from ..store.db import DataError
 
 log = logging.getLogger("durable_ledger")
 
