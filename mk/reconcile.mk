@@ -21,4 +21,4 @@ test-reconcile: setup reconcile-browser
 	$(PY) -m pytest -q -s tests/reconcile
 
 reconcile-batch: setup
-	$(PY) tests/reconcile/batch_interrupted.py --n $(BATCH_N)
+	PYTHONPATH=tests:ledger-service:stack $(PY) tests/reconcile/batch_interrupted.py --n $(BATCH_N)

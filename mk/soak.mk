@@ -16,4 +16,4 @@
 .PHONY: soak
 
 soak: pipeline-deps
-	$(PY) tests/soak/soak.py
+	PYTHONPATH=tests:stack $(PY) tests/soak/soak.py

@@ -28,7 +28,6 @@ from pathlib import Path
 import requests
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 from pipeline_stack import (  # noqa: E402
     PipelineStack, Service, free_port, interrupted_run, outputs_of, reconciled_operations, step_routes, stop_pid,
     wait_http,

@@ -38,17 +38,12 @@ import time
 from pathlib import Path
 
 import requests
+from localhost import free_port  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 MAIL_USER = "mail"  # Debian's base-passwd user (uid 8) owns the Maildir
 IMAP_USER = "customers"
 DOMAIN = "shop.test"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def ensure_dovecot():

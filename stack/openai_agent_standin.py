@@ -34,9 +34,7 @@ import sys
 import threading
 import time
 from http.server import ThreadingHTTPServer
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 import openai_standin  # noqa: E402
 
 TOOL_CALLS = 3

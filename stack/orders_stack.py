@@ -22,17 +22,16 @@ import os
 import secrets
 import sqlite3
 import subprocess
-import sys
 from contextlib import closing
 from pathlib import Path
 from urllib.parse import quote
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-sys.path.insert(0, str(HERE))
 from fault_relay import FaultRelay  # noqa: E402
 from mail_stack import MailServer  # noqa: E402
 from pipeline_stack import LEDGER_BIN, TENANT, PipelineStack, Service, free_port, wait_http  # noqa: E402
+from localhost import psql  # noqa: E402
 
 WORKFLOW_FILE = REPO / "workflows" / "orders-pipeline.json"
 # Per gated side effect (its action): the sub-workflow that writes and the one that looks it up.
@@ -70,14 +69,6 @@ MY_TABLE = """CREATE TABLE orders (
   email VARCHAR(255) NOT NULL,
   total_cents INT NOT NULL,
   created_at TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP)"""
-
-
-def psql(sql: str, db: str = "postgres") -> str:
-    out = subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-d", db, "-v", "ON_ERROR_STOP=1", "-Atc", sql],
-                         capture_output=True, text=True, timeout=60)
-    if out.returncode != 0:
-        raise RuntimeError(f"psql {sql!r}: {out.stderr}")
-    return out.stdout
 
 
 def mysql(sql: str, db: str | None = None) -> str:

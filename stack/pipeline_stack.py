@@ -14,12 +14,10 @@ from __future__ import annotations
 import copy
 import json
 import os
-import random
 import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tarfile
@@ -32,8 +30,8 @@ import requests
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-sys.path.insert(0, str(HERE))
 from fault_relay import FaultRelay  # noqa: E402
+from localhost import free_port  # noqa: E402,F401 - the stacks and tests take it from here too
 from durable_ledger.gate.dispatch_auth import remote_job_id  # noqa: E402
 
 WORKFLOW_FILE = REPO / "workflows" / "article-pipeline.json"
@@ -43,42 +41,6 @@ TENANT = "demo"
 SITE = "default"
 CRED_LEDGER = {"id": "durableLedgerCred", "name": "Durable Ledger"}
 CRED_OPENAI = {"id": "openAiCred", "name": "OpenAI"}
-
-
-_handed_out: set[int] = set()
-
-
-def _ephemeral_floor() -> int:
-    try:
-        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768
-
-
-def free_port() -> int:
-    """A free port for a server we start, chosen *below* the kernel's ephemeral range.
-
-    A port from bind(0) lies inside that range, and between our check and the server's own bind
-    (seconds, for n8n) any outgoing connection (n8n to Redis or PostgreSQL, the ledger to its
-    pool) can take it as its source port: the server then dies with "port already in use".
-    Ports below the range are never picked as source ports. Never the same port twice per process.
-    """
-    floor = _ephemeral_floor()
-    rng = random.Random()
-    for _ in range(200):
-        port = rng.randrange(15000, max(15001, floor))
-        if port in _handed_out:
-            continue
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        _handed_out.add(port)
-        return port
-    with socket.socket() as s:  # crowded below the range: fall back to the kernel's choice
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_http(url: str, timeout: float = 60, proc: subprocess.Popen | None = None, log: Path | None = None):

@@ -37,7 +37,6 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -45,6 +44,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from localhost import free_port  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -182,12 +182,6 @@ def ensure_core(version: str | None) -> Path:
 
 
 # ---------------------------------------------------------------- instance
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def config_php(st: dict, db_password: str) -> str:
     keys = "\n".join(

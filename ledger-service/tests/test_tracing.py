@@ -202,7 +202,7 @@ def test_refused_gate_is_recorded_without_details(exporter, tmp_path):
 
 _PROBE = """
 import sys, requests
-from durable_ledger import tracing
+from durable_ledger.web import tracing
 from durable_ledger.app import create_app
 from durable_ledger.kernel.config import Config
 from durable_ledger.wordpress.proxy import create_proxy_app

@@ -15,7 +15,6 @@ import os
 import secrets
 import signal
 import subprocess
-import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -27,11 +26,6 @@ import requests
 HERE = Path(__file__).resolve().parent
 TESTS = HERE.parent
 REPO = TESTS.parent
-for p in (str(TESTS / "reconcile"), str(TESTS), str(REPO / "ledger-service")):
-    if p not in sys.path:
-        sys.path.insert(0, p)
-if str(REPO / "ledger-service" / "tests") not in sys.path:
-    sys.path.append(str(REPO / "ledger-service" / "tests"))  # agents_standin (appended: no conftest clash)
 
 from agents_standin import WEBHOOK_SECRET  # noqa: E402
 from durable_ledger.gate.dispatch_auth import remote_job_id  # noqa: E402

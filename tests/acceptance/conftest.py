@@ -1,15 +1,12 @@
 """Fault-injection acceptance suite: one test per interruption the product promises to survive,
 against real processes (ledger, proxy, WordPress, PostgreSQL) killed by signal where one dies."""
 import os
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent))
 
 from acceptance_stack import AcceptanceStack  # noqa: E402
 from agents_standin import StandIn  # noqa: E402

@@ -21,7 +21,6 @@ import requests
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-sys.path.insert(0, str(REPO / "stack"))
 from fault_relay import FaultRelay  # noqa: E402
 from pipeline_stack import (  # noqa: E402
     CRED_OPENAI, LEDGER_BIN, SITE, TENANT, PipelineStack, Service, free_port, outputs_of, wait_http)

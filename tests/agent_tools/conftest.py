@@ -4,15 +4,11 @@ workflows/agent-tools-refund-tool.json (Start Job -> Issue Refund, a Gated Sub-W
 workflows/agent-tools-refund-create.json, with workflows/agent-tools-refund-find.json as its lookup), against the OpenAI agent stand-in and a refunds API that counts what it creates.
 One stack per session; every test uses its own refund (own operation key) and its own copy of the
 agent workflow, all imported at once (each n8n CLI start costs seconds)."""
-import sys
 from pathlib import Path
 
 import pytest
 
 HERE = Path(__file__).resolve().parent
-for p in (str(HERE), str(HERE.parent), str(HERE.parents[1] / "stack")):  # tests/: support.n8n_editor
-    if p not in sys.path:
-        sys.path.insert(0, p)
 
 from agent_stack import AgentToolStack  # noqa: E402
 

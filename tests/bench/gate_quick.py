@@ -2,22 +2,19 @@
 
 Prints JSON. A Python client costs ~1 ms per request by itself here, so these numbers are an
 upper bound on the gate; `make bench` (wrk-based) is the real benchmark.
-Usage: python tests/bench/gate_quick.py [--backend sqlite|postgres] [--n 500]
+Usage: PYTHONPATH=ledger-service/tests python tests/bench/gate_quick.py [--backend sqlite|postgres] [--n 500]
 """
 
 import argparse
 import json
 import statistics
-import sys
 import tempfile
 import time
 import uuid
-from pathlib import Path
 
 import psycopg2
 import requests
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "ledger-service" / "tests"))
 from servers import LedgerServer  # noqa: E402
 
 

@@ -47,7 +47,6 @@ import requests
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-sys.path.insert(0, str(REPO / "ledger-service" / "tests"))
 from servers import LedgerServer  # noqa: E402
 
 PG_ADMIN = os.environ.get("DURABLE_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")

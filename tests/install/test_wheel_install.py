@@ -3,7 +3,6 @@ ledger and the publishing proxy: init-db, serve, lease, begin / proxy write to a
 confirm over HTTP, the console's templates, proxy serve /health, a sweep pass."""
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -15,14 +14,9 @@ import pytest
 import requests
 
 from dist_support import REPO, artifact, version
+from localhost import free_port as _free_port
 
 TENANT, RUNNER, EDITOR = "acme", "wheel-runner-token", "wheel-editor-token"
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

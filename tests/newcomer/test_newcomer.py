@@ -31,10 +31,9 @@ import pytest
 import requests
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tests" / "install"))
-sys.path.insert(0, str(REPO / "tests"))
 from dist_support import artifact, version  # noqa: E402
 from support.n8n_editor import Editor  # noqa: E402
+from localhost import free_port as _free_port
 
 N8N_SH = REPO / "stack" / "n8n.sh"
 SAMPLE = REPO / "workflows" / "first-gated-step.json"  # the quickstart's: Start Job -> Gated HTTP Request
@@ -44,14 +43,6 @@ TWO_NODE_SAMPLE = REPO / "workflows" / "begin-and-record-step.json"  # Begin Ste
 SET_BY_SAMPLE = {"operation", "jobId", "action", "url", "jsonBody"}
 TENANT = "acme"
 OWNER = {"email": "newcomer@example.test", "firstName": "New", "lastName": "Comer", "password": "Durable-Steps-1"}
-
-
-def _free_port():
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class CountingRemote:

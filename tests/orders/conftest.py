@@ -4,16 +4,12 @@ and mail server (SMTP -> Maildir -> Dovecot IMAP), with the real ledger behind a
 stack per session; each case has its own batch of three orders (its own jobs and operation keys)
 and its own copy of the main workflow, all imported at once; the sub-workflows are shared."""
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 TESTS = Path(__file__).resolve().parents[1]
 REPO = TESTS.parent
-for p in (str(TESTS), str(REPO / "stack")):
-    if p not in sys.path:
-        sys.path.insert(0, p)
 
 from orders_stack import ACTIONS, SUBWORKFLOWS, WORKFLOW_FILE, OrdersStack  # noqa: E402
 

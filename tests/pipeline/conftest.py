@@ -2,16 +2,12 @@
 the real ledger and publishing proxy, a real WordPress with the durable-ops plugin, the OpenAI
 stand-in. One stack per session; every test uses its own job (and its own copy of the workflow,
 all imported at once because each n8n CLI start costs seconds)."""
-import sys
 from pathlib import Path
 
 import pytest
 
 TESTS = Path(__file__).resolve().parents[1]
 REPO = TESTS.parent
-for p in (str(TESTS), str(REPO / "stack")):
-    if p not in sys.path:
-        sys.path.insert(0, p)
 
 from pipeline_stack import POINTS, PipelineStack  # noqa: E402
 from support import wordpress as _wp  # noqa: E402

@@ -26,16 +26,9 @@ import requests
 from conftest import REPO
 from pipeline_stack import HERE as STACK, PipelineStack, Service, free_port, outputs_of, wait_http
 from support.n8n_editor import Editor
+from localhost import psql
 
 JOBS = ("rs-approve", "rs-deny", "rs-down")
-
-
-def psql(sql: str, db: str = "postgres") -> str:
-    out = subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-d", db, "-Atc", sql],
-                         capture_output=True, text=True, timeout=60)
-    if out.returncode != 0:
-        raise RuntimeError(f"psql {sql!r}: {out.stderr}")
-    return out.stdout
 
 
 class ResumeStack(PipelineStack):

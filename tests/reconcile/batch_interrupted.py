@@ -1,7 +1,7 @@
 """A batch of interrupted operations, settled by one sweep: how many resolve on their own, how
 many need an editor, and whether WordPress ever holds a duplicate.
 
-    .venv/bin/python tests/reconcile/batch_interrupted.py --n 50     # standalone, prints JSON
+    PYTHONPATH=tests:ledger-service:stack .venv/bin/python tests/reconcile/batch_interrupted.py --n 50  # standalone, JSON
     pytest tests/reconcile/batch_interrupted.py                     # the same with a small N
 
 Each operation is one caller process interrupted at a random point:
@@ -27,7 +27,6 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import Caller, Stack, crash_at, resume  # noqa: E402
 

@@ -1,13 +1,10 @@
 """Reconciliation against real processes: WordPress (with and without the mu-plugin), the
 publishing proxy, the ledger, and callers that are SIGKILLed between steps."""
-import sys
 from pathlib import Path
 
 import pytest
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent))
 
 from harness import Stack  # noqa: E402
 from support import wordpress as _wp  # noqa: E402

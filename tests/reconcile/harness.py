@@ -27,9 +27,6 @@ import requests
 HERE = Path(__file__).resolve().parent
 TESTS = HERE.parent
 REPO = TESTS.parent
-for p in (str(HERE), str(TESTS), str(REPO / "ledger-service")):
-    if p not in sys.path:
-        sys.path.insert(0, p)
 
 from durable_ledger.gate.dispatch_auth import remote_job_id  # noqa: E402
 from support.netfaults import LossyProxy  # noqa: E402

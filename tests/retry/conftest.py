@@ -1,10 +1,6 @@
 """n8n's Retry of a crashed execution against the ledger: real n8n 2.40.7 (`n8n execute`, then
 `n8n start` and its REST API), the real ledger server and a local counting remote."""
-import sys
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parents[1]
 REPO = TESTS.parent
-for p in (str(TESTS), str(REPO / "stack")):
-    if p not in sys.path:
-        sys.path.insert(0, p)

@@ -28,16 +28,9 @@ from n8n_server import RetryStack, unflatten
 from pipeline_stack import HERE as STACK, Service, free_port, stop_pid, wait_http
 from remote import RecordingRemote
 from results import record
+from localhost import psql
 
 LOCK_MS = 3000
-
-
-def psql(sql: str, db: str = "postgres") -> str:
-    out = subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-d", db, "-Atc", sql],
-                         capture_output=True, text=True, timeout=60)
-    if out.returncode != 0:
-        raise RuntimeError(f"psql {sql!r}: {out.stderr}")
-    return out.stdout
 
 
 def redis(*args: str) -> str:

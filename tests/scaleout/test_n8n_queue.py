@@ -30,7 +30,6 @@ import json
 import re
 import secrets
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -41,12 +40,10 @@ import requests
 
 TESTS = Path(__file__).resolve().parents[1]
 REPO = TESTS.parent
-for p in (str(TESTS), str(REPO / "stack")):
-    if p not in sys.path:
-        sys.path.insert(0, p)
 
 from pipeline_stack import HERE as STACK, PipelineStack, Service, free_port, wait_http  # noqa: E402
 from support import wordpress as _wp  # noqa: E402
+from localhost import psql  # noqa: E402
 
 wordpress_site = _wp.wordpress_site
 
@@ -54,14 +51,6 @@ WORKFLOW_ID = "wfqueuearticle"
 WEBHOOK_PATH = "durable-article"
 JOBS = ("q-alpha", "q-beta", "q-gamma")
 TRIGGERS = ("q-alpha", "q-alpha", "q-beta", "q-gamma")  # q-alpha twice at the same moment
-
-
-def psql(sql: str, db: str = "postgres") -> str:
-    out = subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-d", db, "-Atc", sql],
-                         capture_output=True, text=True, timeout=60)
-    if out.returncode != 0:
-        raise RuntimeError(f"psql {sql!r}: {out.stderr}")
-    return out.stdout
 
 
 class QueueStack(PipelineStack):

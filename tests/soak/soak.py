@@ -67,9 +67,6 @@ import requests
 HERE = Path(__file__).resolve().parent
 TESTS = HERE.parent
 REPO = TESTS.parent
-for p in (str(TESTS), str(REPO / "stack")):
-    if p not in sys.path:
-        sys.path.insert(0, p)
 
 from pipeline_stack import (  # noqa: E402
     LEDGER_BIN, SITE, TENANT, PipelineStack, outputs_of, parse_run, remote_job_id, run_error, stop_pid,
@@ -77,6 +74,7 @@ from pipeline_stack import (  # noqa: E402
 )
 from support.netfaults import LossyProxy  # noqa: E402
 from hostile import HostileRunners  # noqa: E402
+from localhost import psql  # noqa: E402
 
 INTRUDER = "intruder"  # the other tenant: a runner token with rights on the same site
 
@@ -96,14 +94,6 @@ PHASE_REQUIRES = {"BODY_GENERATED": ["generate_article"],
 
 def log(msg):
     print(f"[soak {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-def psql(sql: str, db: str = "postgres") -> str:
-    out = subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-d", db, "-Atc", sql],
-                         capture_output=True, text=True, timeout=60)
-    if out.returncode != 0:
-        raise RuntimeError(f"psql {sql!r}: {out.stderr}")
-    return out.stdout
 
 
 class SoakStack(PipelineStack):

@@ -1,0 +1,53 @@
+"""This machine's services as tests and launchers reach them: a free port for a server we start,
+and psql against the local PostgreSQL (trust auth, as STACK.md sets it up). One copy of each."""
+
+from __future__ import annotations
+
+import random
+import socket
+import subprocess
+from pathlib import Path
+
+_handed_out: set[int] = set()
+
+
+def _ephemeral_floor() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def free_port() -> int:
+    """A free port for a server we start, chosen *below* the kernel's ephemeral range.
+
+    A port from bind(0) lies inside that range, and between our check and the server's own bind
+    (seconds, for n8n) any outgoing connection (n8n to Redis or PostgreSQL, the ledger to its
+    pool) can take it as its source port: the server then dies with "port already in use".
+    Ports below the range are never picked as source ports. Never the same port twice per process.
+    """
+    floor = _ephemeral_floor()
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randrange(15000, max(15001, floor))
+        if port in _handed_out:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
+    with socket.socket() as s:  # crowded below the range: fall back to the kernel's choice
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def psql(sql: str, db: str = "postgres") -> str:
+    """Run one statement as the postgres user; its rows as text (-At). Raises with psql's stderr."""
+    out = subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-d", db, "-v", "ON_ERROR_STOP=1", "-Atc", sql],
+                         capture_output=True, text=True, timeout=60)
+    if out.returncode != 0:
+        raise RuntimeError(f"psql {sql!r}: {out.stderr}")
+    return out.stdout
