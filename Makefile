@@ -19,9 +19,12 @@ $(VENV)/.installed: ledger-service/pyproject.toml
 run: setup
 	bash stack/run-ledger.sh
 
+# Two workers (pytest-xdist): the suite waits on PostgreSQL and on servers it starts as much as it
+# computes; each worker has its own database (tests/conftest.py).
+LEDGER_WORKERS ?= 2
 test-ledger: setup
 	bash stack/ensure-services.sh
-	cd ledger-service && $(PY) -m pytest -q tests
+	cd ledger-service && $(PY) -m pytest -q -n $(LEDGER_WORKERS) tests
 
 lint: setup
 	$(VENV)/bin/ruff check --quiet --select F,E9,B006,B008 --target-version py311 ledger-service tests stack
