@@ -6,7 +6,22 @@ PIP := $(VENV)/bin/pip
 export DURABLE_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/durable-steps
 
 .PHONY: setup run test test-ledger lint clean
-TEST_TARGETS := lint test-ledger
+# `make test`: every suite, in this order (each target's recipe is in mk/<name>.mk; the ledger's here).
+TEST_TARGETS := \
+  lint \
+  test-ledger \
+  test-acceptance \
+  test-agent-tools \
+  test-demo \
+  test-dist test-wp-matrix test-n8n-matrix \
+  test-newcomer \
+  test-node \
+  test-orders \
+  test-pipeline \
+  test-reconcile \
+  test-retry \
+  test-scaleout \
+  test-wordpress
 
 setup: $(VENV)/.installed
 

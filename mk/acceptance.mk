@@ -2,7 +2,6 @@
 # a real ledger (SQLite, and PostgreSQL for the restart scenario), the publishing proxy, a real
 # WordPress with the durable-ops plugin and the Agents API stand-in; clients, gunicorn workers
 # and whole servers are SIGKILLed. CI-sized: the whole suite stays well under 3 minutes.
-TEST_TARGETS += test-acceptance
 
 .PHONY: test-acceptance
 

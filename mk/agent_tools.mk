@@ -4,7 +4,6 @@
 # agent-tools-refund-find.json as its lookup), in real n8n 2.40.7, interrupted by SIGKILL and re-run;
 # refunds counted at the refunds API. About 1.5-2.5 min warm (n8n CLI starts and the editor boot dominate).
 # DURABLE_UPDATE_SCREENSHOTS=1 also writes docs/img/agent-tools*.png.
-TEST_TARGETS += test-agent-tools
 
 .PHONY: test-agent-tools
 

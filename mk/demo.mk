@@ -1,5 +1,4 @@
 # The article pipeline: OpenAI stand-in, docker-compose validation, demo (issue: article pipeline).
-TEST_TARGETS += test-demo
 
 .PHONY: test-demo openai-standin
 

@@ -14,7 +14,6 @@
 #   make wp-lint          php -l on the plugin and the stack's PHP; PHP_CodeSniffer + WPCS if present
 # Versions: the top-level VERSION file (python3 stack/version.py check|sync).
 # Cached outside the clone in $(DURABLE_CACHE): wordpress-core-<version>/, n8n-<version>/.
-TEST_TARGETS += test-dist test-wp-matrix test-n8n-matrix
 DIST_DIR := $(CURDIR)/dist
 WP_NEW_VERSION ?= 7.1.4
 N8N_2X_VERSION ?= 2.40.7

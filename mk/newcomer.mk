@@ -3,7 +3,6 @@
 # the quickstart's npm command), the smallest gated workflow built through n8n's REST API with
 # the node's defaults only, run twice, killed mid-request and run again; counted at a local
 # counting remote. Included by the top-level Makefile.
-TEST_TARGETS += test-newcomer
 .PHONY: test-newcomer
 
 test-newcomer: dist n8n-install

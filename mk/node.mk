@@ -7,7 +7,6 @@ NODE_ENV = export PATH="$$(bash $(CURDIR)/stack/node24.sh):$$PATH";
 
 .PHONY: test-node node-deps node-build node-lint node-unit node-e2e n8n-install
 
-TEST_TARGETS += test-node
 
 test-node: setup node-build node-lint node-unit node-e2e
 

@@ -3,7 +3,6 @@
 # server (aiosmtpd -> Maildir -> Dovecot IMAP, from PyPI and Debian), interrupted at every boundary
 # of every side effect and re-run; counted in the remotes and in n8n's execution table.
 # DURABLE_UPDATE_SCREENSHOTS=1 refreshes docs/img/orders-pipeline.png and orders-email-find.png.
-TEST_TARGETS += test-orders
 
 .PHONY: test-orders orders-deps
 

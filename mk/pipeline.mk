@@ -1,7 +1,6 @@
 # The article pipeline (issue 8): workflows/article-pipeline.json in real n8n against a real
 # WordPress, `make demo` (crash and recovery, with a report), `make up` / `make down`.
 # Stack state lives in $(DURABLE_CACHE)/demo/, outside the repository.
-TEST_TARGETS += test-pipeline
 
 .PHONY: demo up down test-pipeline pipeline-deps
 

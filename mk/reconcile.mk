@@ -3,7 +3,6 @@
 # the durable-ops mu-plugin), a real ledger and a real publishing proxy, SIGKILLs callers between
 # steps, and drives the review page in Debian's headless Chromium (no browser or driver download).
 # `make reconcile-batch` prints the 50-operation measurement as JSON.
-TEST_TARGETS += test-reconcile
 BATCH_N ?= 50
 
 .PHONY: test-reconcile reconcile-browser reconcile-batch

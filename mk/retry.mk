@@ -4,7 +4,6 @@
 # (REST API), kill -9 + re-run + Retry with Save Execution Progress off and on, the same trigger
 # twice, and queue mode (a worker SIGSTOPped past its Bull lock, Redis + PostgreSQL). One n8n per
 # module; 2 to 4 minutes here (2 cores). The table of what was measured: $(DURABLE_CACHE)/retry-suite.md.
-TEST_TARGETS += test-retry
 
 .PHONY: test-retry
 

@@ -3,7 +3,6 @@
 # one of them twice at the same moment; counted in WordPress. The two-ledger-process half lives
 # in ledger-service/tests/test_concurrency.py.
 # Reliable and about 35 s (boot 22 s), so it is part of `make test`.
-TEST_TARGETS += test-scaleout
 
 .PHONY: test-scaleout
 

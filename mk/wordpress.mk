@@ -2,7 +2,6 @@
 # Included by the top Makefile. The integration suite starts its own WordPress (+ a plain one
 # without the plugin) through stack/wordpress.sh and tears them down; `wp-up` keeps one running
 # for manual work (state and app password in $(WP_STATE), outside the repository).
-TEST_TARGETS += test-wordpress
 WP_STATE ?= $(DURABLE_CACHE)/wordpress/dev-state.json
 
 .PHONY: test-wordpress wp-up wp-down
