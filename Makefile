@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 export DURABLE_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/durable-steps
 
-.PHONY: setup run test test-ledger lint clean
+.PHONY: setup deps run test test-ledger lint clean
 # `make test`: every suite, in this order (each target's recipe is in mk/<name>.mk; the ledger's here).
 TEST_TARGETS := \
   lint \
@@ -24,6 +24,10 @@ TEST_TARGETS := \
   test-wordpress
 
 setup: $(VENV)/.installed
+
+# Every system package (Debian) the suites need, in one step: stack/system-packages.sh.
+deps:
+	@bash stack/system-packages.sh
 
 $(VENV)/.installed: ledger-service/pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -46,7 +50,7 @@ lint: setup
 
 -include mk/*.mk
 
-test: setup
+test: setup deps
 	$(MAKE) --no-print-directory $(TEST_TARGETS)
 
 clean:

@@ -15,8 +15,7 @@ BASELINE ?=
 
 .PHONY: bench bench-deps bench-compare bench-quick bench-n8n-server
 
-bench-deps:
-	@command -v wrk >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; }
+bench-deps: deps
 	@test -x $(BENCH_VENV)/bin/python || python3 -m venv $(BENCH_VENV)
 	@$(BENCH_VENV)/bin/python -c "import dbos, psycopg2" 2>/dev/null || $(BENCH_VENV)/bin/pip install -q dbos psycopg2-binary
 

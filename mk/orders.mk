@@ -7,9 +7,6 @@
 .PHONY: test-orders orders-deps
 
 orders-deps: pipeline-deps reconcile-browser
-	@command -v dovecot >/dev/null || { export DEBIAN_FRONTEND=noninteractive; \
-	  apt-cache show dovecot-imapd >/dev/null 2>&1 || apt-get update -qq; \
-	  apt-get install -y -qq --no-install-recommends dovecot-imapd >/dev/null; }
 	@$(PY) -c 'import aiosmtpd' 2>/dev/null || $(PIP) install -q aiosmtpd
 
 test-orders: orders-deps

@@ -7,12 +7,7 @@ BATCH_N ?= 50
 
 .PHONY: test-reconcile reconcile-browser reconcile-batch
 
-reconcile-browser:
-	@if ! command -v chromium >/dev/null || ! test -x /usr/bin/chromedriver; then \
-	  export DEBIAN_FRONTEND=noninteractive; \
-	  apt-cache show chromium-driver >/dev/null 2>&1 || apt-get update -qq; \
-	  apt-get install -y -qq chromium chromium-driver >/dev/null; \
-	fi
+reconcile-browser: deps
 	@# selenium is in ledger-service's [test] extra; this covers a venv made before it was added.
 	@$(PY) -c 'import selenium' 2>/dev/null || $(PIP) install -q selenium
 
