@@ -18,8 +18,8 @@ from urllib.parse import quote
 import pytest
 import requests
 from harness import TENANT, crash_at, resume
+from support.browser import chromium
 
-CHROMEDRIVER = "/usr/bin/chromedriver"
 XSS_TITLE = '<script>window.__pwned=1</script> Ten ways to keep a run safe'
 XSS_BODY = ('<p>Runs get interrupted. <strong>Resume them safely.</strong></p>'
             '<script>window.__pwned=2</script><img src="x" onerror="window.__pwned=3">'
@@ -28,18 +28,7 @@ XSS_BODY = ('<p>Runs get interrupted. <strong>Resume them safely.</strong></p>'
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    if not Path(CHROMEDRIVER).exists():
-        pytest.fail("chromium-driver is missing: apt-get install chromium chromium-driver (make test-reconcile does)")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    opts = webdriver.ChromeOptions()
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                "--window-size=1280,900", "--hide-scrollbars", f"--user-data-dir={tmp_path_factory.mktemp('chromium')}"):
-        opts.add_argument(arg)
-    opts.binary_location = "/usr/bin/chromium"
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    driver = chromium(tmp_path_factory.mktemp("chromium"), "1280,900", "--hide-scrollbars")
     driver.implicitly_wait(5)
     yield driver
     driver.quit()

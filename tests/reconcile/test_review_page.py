@@ -2,28 +2,16 @@
 for an editor, who resolves it on the review page in a real headless Chromium (no JavaScript
 needed by the page; Selenium only clicks)."""
 import uuid
-from pathlib import Path
 
 import pytest
 from harness import crash_at, resume
+from support.browser import chromium
 
-CHROMEDRIVER = "/usr/bin/chromedriver"
 
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    if not Path(CHROMEDRIVER).exists():
-        pytest.fail("chromium-driver is missing: apt-get install chromium chromium-driver (make test-reconcile does)")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    opts = webdriver.ChromeOptions()
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                "--window-size=1280,1500", f"--user-data-dir={tmp_path_factory.mktemp('chromium')}"):
-        opts.add_argument(arg)
-    opts.binary_location = "/usr/bin/chromium"
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    driver = chromium(tmp_path_factory.mktemp("chromium"), "1280,1500")
     driver.implicitly_wait(5)
     yield driver
     driver.quit()

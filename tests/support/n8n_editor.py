@@ -17,18 +17,14 @@ import shutil
 import time
 from pathlib import Path
 
-import pytest
 import requests
+
+from support.browser import chromium
+from support.browser import require_chromium as require_browser
 
 REPO = Path(__file__).resolve().parents[2]
 OWNER = {"email": "owner@example.test", "firstName": "Demo", "lastName": "Owner", "password": "Durable-Steps-1"}
 CANVAS_NODE = "[data-test-id='canvas-node']"
-BROWSER_HINT = "chromium / chromium-driver not installed (make reconcile-browser installs them)"
-
-
-def require_browser() -> None:
-    if not (shutil.which("chromium") and Path("/usr/bin/chromedriver").exists()):
-        pytest.fail(BROWSER_HINT)
 
 
 def sign_in(url: str, owner: dict = OWNER) -> str:
@@ -57,16 +53,8 @@ class Editor:
 
     def __enter__(self) -> "Editor":
         require_browser()
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service as ChromeService
-
         cookie = self.cookie or sign_in(self.url)
-        opts = webdriver.ChromeOptions()
-        for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                    f"--window-size={self.window}", f"--user-data-dir={self.profile_dir / 'chromium'}"):
-            opts.add_argument(arg)
-        opts.binary_location = "/usr/bin/chromium"
-        self.driver = webdriver.Chrome(service=ChromeService("/usr/bin/chromedriver"), options=opts)
+        self.driver = chromium(self.profile_dir / "chromium", self.window)
         self.driver.get(self.url + "/signin")
         self.driver.add_cookie({"name": "n8n-auth", "value": cookie, "path": "/"})
         return self
