@@ -82,7 +82,7 @@ def test_wheel_imports_from_the_venv_not_the_source_tree(venv, run_dir):
     code = ("import json, pathlib, durable_ledger; p = pathlib.Path(durable_ledger.__file__).parent; "
             "print(json.dumps({'file': durable_ledger.__file__, 'version': durable_ledger.__version__, "
             "'plugin': (p / 'wordpress' / 'durable-ops.php').read_text(), "
-            "'templates': sorted(x.name for x in (p / 'api' / 'templates').glob('*.html'))}))")
+            "'templates': sorted(x.name for x in (p / 'console' / 'templates').glob('*.html'))}))")
     out = json.loads(subprocess.run([str(venv / "bin/python"), "-c", code], cwd=run_dir, env=_env(run_dir),
                                     check=True, text=True, capture_output=True).stdout)
     assert Path(out["file"]).resolve().is_relative_to(venv.resolve()), out["file"]
