@@ -14,7 +14,7 @@ const require = createRequire(import.meta.url);
 const { REASONS, explain, explainOwn } = require('../dist/nodes/DurableStep/reasons.js');
 
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
-const STATES = path.join(REPO, 'ledger-service', 'durable_ledger', 'core', 'states.py');
+const STATES = path.join(REPO, 'ledger-service', 'durable_ledger', 'kernel', 'states.py');
 
 /** The keys of the ledger's MESSAGES table (kernel/states.py), read from its source. */
 function ledgerMessageCodes() {
