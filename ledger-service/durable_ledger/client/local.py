@@ -37,7 +37,7 @@ from .ledger import GateAnswer, Ledger, begin_body, lease_body, outcome_body, re
 
 log = logging.getLogger("durable_ledger.client")
 # The refusals the server's error handler counts for /v1/metrics/acceptance that these calls can meet
-# (http_errors.py COUNTED_REFUSALS).
+# (web/errors.py COUNTED_REFUSALS).
 COUNTED = (StaleFencingToken, DigestMismatch, FencingTokenNotIssued)
 _bound = {}  # the last url a LocalLedger bound -> its database (init_database rebinds a PostgreSQL url)
 _bind_lock = threading.Lock()
