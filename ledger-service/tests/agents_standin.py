@@ -29,10 +29,13 @@ INPUT = TypeAdapter(AgentSessionInputParam)
 PREFIX = "/v1/agents/sessions"
 
 
-def session_body(session_id, status="idle", required_actions=(), environment=None, model="gpt-5", metadata=None):
+def session_body(session_id, status="idle", required_actions=(), environment=None, model="gpt-5", metadata=None,
+                 spend_control=None):
+    # spend_control became a required field of AgentSession in openai 3.60; older SDKs ignore it.
     body = {
         "id": session_id, "object": "agent.session", "created_at": int(time.time()),
         "last_active_at": int(time.time()), "metadata": metadata or {}, "status": status, "vault_ids": [],
+        "spend_control": spend_control or {"consumed": None, "limit": None},
         "required_actions": list(required_actions), "environment": environment or {"type": "none"},
         "agent": {"id": "agent_test", "model": model, "multi_agent": {"enabled": False}, "reasoning": {},
                   "service_tier": "auto", "text": {"format": {"type": "text"}, "verbosity": "medium"},

@@ -140,3 +140,12 @@ def test_follow_up_refused_while_turn_open_or_job_halted(client, standin, state)
     reasons = [x["reason"] for x in r.get_json()["error"]["details"]["reasons"]]
     assert ("turn_open" if state == "turn" else "job_halted") in reasons
     assert standin.accepted == []
+
+
+def test_follow_up_refused_while_session_is_at_its_spending_limit(client, standin):
+    standin.add_session("sess_1", status="budget_reached")
+    token = bound_job(client, auth())
+    r = _follow(client, token, "fu-3")
+    assert r.status_code == 409
+    assert [x["reason"] for x in r.get_json()["error"]["details"]["reasons"]] == ["session_budget_reached"]
+    assert standin.accepted == []

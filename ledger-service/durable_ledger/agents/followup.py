@@ -60,7 +60,8 @@ def refusal_reasons(client, job, binding):
         turns = _open_turns(client, binding.session_id)
     except openai.APIError as exc:
         raise AgentsApiError("could not read the session state", {"error": type(exc).__name__}) from exc
-    if session.status in ("in_progress", "requires_action", "failed"):
+    # budget_reached (openai 3.60+): the session is paused at its spending limit; a message would not run.
+    if session.status in ("in_progress", "requires_action", "failed", "budget_reached"):
         reasons.append({"reason": f"session_{session.status}"})
     for turn_id in turns:
         reasons.append({"reason": "turn_open", "turn_id": turn_id})
