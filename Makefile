@@ -5,23 +5,29 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 export DURABLE_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/durable-steps
 
-.PHONY: setup deps run test test-ledger lint clean
-# `make test`: every suite, in this order (each target's recipe is in mk/<name>.mk; the ledger's here).
-TEST_TARGETS := \
-  lint \
+.PHONY: setup deps prepare run test test-ledger lint clean
+# `make test`: lint, then every suite below (each target's recipe is in mk/<name>.mk; the ledger's
+# here), TEST_JOBS at a time by stack/run_suites.py, in this order: the longest first.
+TEST_SUITES := \
   test-ledger \
-  test-acceptance \
-  test-agent-tools \
-  test-demo \
-  test-dist test-wp-matrix test-n8n-matrix \
-  test-newcomer \
+  test-pipeline \
   test-node \
   test-orders \
-  test-pipeline \
-  test-reconcile \
   test-retry \
+  test-agent-tools \
+  test-newcomer \
+  test-n8n-matrix \
+  test-wp-matrix \
+  test-reconcile \
   test-scaleout \
-  test-wordpress
+  test-dist \
+  test-acceptance \
+  test-wordpress \
+  test-demo
+TEST_JOBS ?= 3
+# Built once by `make prepare` before the suites start; each suite's make takes them as done (-o).
+PREPARED := setup deps node-deps node-build n8n-install pipeline-deps reconcile-browser orders-deps \
+  version-check dist
 
 setup: $(VENV)/.installed
 
@@ -50,8 +56,14 @@ lint: setup
 
 -include mk/*.mk
 
+# Everything the suites install or build, once, before any of them runs: two suites building
+# dist/ (or installing the same n8n) at the same moment would pull it from under each other.
+prepare: $(PREPARED) wp-cores n8n-versions
+	bash stack/ensure-services.sh postgres mariadb redis
+
 test: setup deps
-	$(MAKE) --no-print-directory $(TEST_TARGETS)
+	$(MAKE) --no-print-directory lint prepare
+	$(PY) stack/run_suites.py --jobs $(TEST_JOBS) --logs $(CURDIR)/.suite-logs --prepared "$(PREPARED)" $(TEST_SUITES)
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache .suite-logs

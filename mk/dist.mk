@@ -22,7 +22,15 @@ RELEASE = $(shell cat $(CURDIR)/VERSION)
 PLUGIN_ZIP = $(DIST_DIR)/durable-ops-$(RELEASE).zip
 NODE_TGZ = $(DIST_DIR)/n8n-nodes-durable-$(RELEASE).tgz
 
-.PHONY: dist test-dist test-wp-matrix test-n8n-matrix wp-lint version-check
+.PHONY: dist test-dist test-wp-matrix test-n8n-matrix wp-lint version-check wp-cores n8n-versions
+
+# The WordPress cores and n8n versions the suites below run on (`make prepare` builds them first).
+wp-cores: deps
+	@python3 stack/wordpress.py core --wp-version system >/dev/null
+	@python3 stack/wordpress.py core --wp-version $(WP_NEW_VERSION) >/dev/null
+
+n8n-versions:
+	@for v in $(N8N_2X_VERSION) $(N8N_1X_VERSION); do N8N_VERSION=$$v bash stack/n8n.sh install >/dev/null || exit 1; done
 
 version-check:
 	@python3 stack/version.py check >/dev/null

@@ -3,6 +3,7 @@ and psql against the local PostgreSQL (trust auth, as STACK.md sets it up). One 
 
 from __future__ import annotations
 
+import os
 import random
 import socket
 import subprocess
@@ -18,6 +19,15 @@ def _ephemeral_floor() -> int:
         return 32768
 
 
+def _range() -> tuple[int, int]:
+    """Where to pick: DURABLE_PORT_RANGE ("lo-hi", set per suite by stack/run_suites.py so that
+    suites running side by side never pick the same port), else 15000 up to the ephemeral floor."""
+    lo, _, hi = os.environ.get("DURABLE_PORT_RANGE", "").partition("-")
+    if lo.isdigit() and hi.isdigit() and int(lo) < int(hi):
+        return int(lo), int(hi) + 1
+    return 15000, max(15001, _ephemeral_floor())
+
+
 def free_port() -> int:
     """A free port for a server we start, chosen *below* the kernel's ephemeral range.
 
@@ -26,10 +36,10 @@ def free_port() -> int:
     pool) can take it as its source port: the server then dies with "port already in use".
     Ports below the range are never picked as source ports. Never the same port twice per process.
     """
-    floor = _ephemeral_floor()
+    lo, hi = _range()
     rng = random.Random()
     for _ in range(200):
-        port = rng.randrange(15000, max(15001, floor))
+        port = rng.randrange(lo, hi)
         if port in _handed_out:
             continue
         with socket.socket() as s:

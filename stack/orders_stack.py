@@ -18,7 +18,6 @@ from __future__ import annotations
 import base64
 import copy
 import json
-import os
 import secrets
 import sqlite3
 import subprocess
@@ -30,7 +29,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 from fault_relay import FaultRelay  # noqa: E402
 from mail_stack import MailServer  # noqa: E402
-from pipeline_stack import LEDGER_BIN, TENANT, PipelineStack, Service, free_port, wait_http  # noqa: E402
+from pipeline_stack import TENANT, PipelineStack  # noqa: E402
 from localhost import psql  # noqa: E402
 
 WORKFLOW_FILE = REPO / "workflows" / "orders-pipeline.json"
@@ -120,18 +119,7 @@ class OrdersStack(PipelineStack):
     def _start_ledger(self):
         t = self.tokens
         tokens = f"{TENANT}:runner:{t['runner']},{TENANT}:editor:{t['editor']}"
-        lp = free_port()
-        self.ledger_url = f"http://127.0.0.1:{lp}"
-        env = {**os.environ, "DURABLE_DATABASE_URL": f"sqlite:///{self.workdir / 'ledger.db'}",
-               "DURABLE_BOOTSTRAP_TOKENS": tokens, "DURABLE_LOG_LEVEL": "INFO", "DURABLE_DATA_DIR": str(self.workdir)}
-        out = subprocess.run([str(LEDGER_BIN), "init-db"], env=env, capture_output=True, text=True)
-        if out.returncode != 0:
-            raise RuntimeError(f"durable-ledger init-db failed:\n{out.stdout}\n{out.stderr}")
-        self.say(f"ledger (SQLite) on {self.ledger_url}")
-        led = Service("ledger", [str(LEDGER_BIN), "serve", "--host", "127.0.0.1", "--port", str(lp),
-                                 "--workers", "1", "--threads", "8"], env, self.workdir / "ledger.log")
-        self.services.insert(0, led)
-        wait_http(self.ledger_url + "/health", proc=led.proc, log=led.log_path)
+        self.start_ledger(f"sqlite:///{self.workdir / 'ledger.db'}", tokens)
 
     def _prepare_orders_n8n(self):
         self.say("n8n 2.40.7 (cached install) with the packed n8n-nodes-durable package")

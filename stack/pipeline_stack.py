@@ -32,30 +32,15 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 from fault_relay import FaultRelay  # noqa: E402
 from localhost import free_port  # noqa: E402,F401 - the stacks and tests take it from here too
+from services import Service, ledger_bin, ledger_command, ledger_env, stop_pid, wait_http  # noqa: E402,F401
 from durable_ledger.gate.dispatch_auth import remote_job_id  # noqa: E402
 
 WORKFLOW_FILE = REPO / "workflows" / "article-pipeline.json"
-VENV_BIN = Path(os.environ.get("DURABLE_VENV_BIN", REPO / ".venv" / "bin"))
-LEDGER_BIN = VENV_BIN / "durable-ledger"
+LEDGER_BIN = ledger_bin()
 TENANT = "demo"
 SITE = "default"
 CRED_LEDGER = {"id": "durableLedgerCred", "name": "Durable Ledger"}
 CRED_OPENAI = {"id": "openAiCred", "name": "OpenAI"}
-
-
-def wait_http(url: str, timeout: float = 60, proc: subprocess.Popen | None = None, log: Path | None = None):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            tail = log.read_text()[-3000:] if log and log.exists() else ""
-            raise RuntimeError(f"{url}: process exited with {proc.returncode}\n{tail}")
-        try:
-            if requests.get(url, timeout=2).status_code < 500:
-                return
-        except requests.RequestException:
-            pass
-        time.sleep(0.15)
-    raise RuntimeError(f"{url} did not answer within {timeout} s")
 
 
 def node_path() -> str:
@@ -92,33 +77,6 @@ def run_error(run: dict) -> str | None:
         return None
     node = (err.get("node") or {}).get("name") or result.get("lastNodeExecuted") or "?"
     return f"{node}: {err.get('message')}"
-
-
-class Service:
-    """A background process in its own session (so a whole group can be stopped), logging to a file."""
-
-    def __init__(self, name, args, env, log_path: Path, cwd=None):
-        self.name, self.log_path = name, log_path
-        self._log = open(log_path, "ab")
-        self.proc = subprocess.Popen(args, env=env, stdout=self._log, stderr=self._log, cwd=cwd,
-                                     start_new_session=True)
-        self.pid = self.proc.pid
-
-    def stop(self, sig=signal.SIGTERM):
-        stop_pid(self.pid, sig)
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            stop_pid(self.pid, signal.SIGKILL)
-            self.proc.wait(10)
-        self._log.close()
-
-
-def stop_pid(pid: int, sig=signal.SIGTERM):
-    try:
-        os.killpg(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 class PipelineStack:
@@ -203,32 +161,36 @@ class PipelineStack:
             tenant, role, *site = spec.split(":")
             tokens += "," + ":".join([tenant, role, t[name], *site])
         db_url = self.ledger_db_url or f"sqlite:///{self.workdir / 'ledger.db'}"
-        lp, pp = self.ports["ledger"] or free_port(), self.ports["proxy"] or free_port()
-        self.ledger_url, self.proxy_url = f"http://127.0.0.1:{lp}", f"http://127.0.0.1:{pp}"
-        base = {**os.environ, "DURABLE_DATABASE_URL": db_url, "DURABLE_BOOTSTRAP_TOKENS": tokens,
-                "DURABLE_LOG_LEVEL": "INFO", "DURABLE_DATA_DIR": str(self.workdir)}
-        self.say(f"ledger ({'PostgreSQL' if db_url.startswith('postgres') else 'SQLite'}) on {self.ledger_url}")
-        subprocess.run([str(LEDGER_BIN), "init-db"], env=base, check=True, capture_output=True)
-        self.ledger_env = {**base, "DURABLE_PROXY_URL": self.proxy_url, "DURABLE_PROXY_TOKEN": t["reconciler"],
-                           "DURABLE_PROXY_SITE": SITE}
-        self._ledger_spec = ([str(LEDGER_BIN), "serve", "--host", "127.0.0.1", "--port", str(lp),
-                              "--workers", "1", "--threads", "8"], self.ledger_env)
-        self._spawn_ledger()
+        pp = self.ports["proxy"] or free_port()
+        self.proxy_url = f"http://127.0.0.1:{pp}"
+        base = ledger_env(db_url, tokens, DURABLE_DATA_DIR=str(self.workdir))
+        self.start_ledger(db_url, tokens, port=self.ports["ledger"] or None, DURABLE_PROXY_URL=self.proxy_url,
+                          DURABLE_PROXY_TOKEN=t["reconciler"], DURABLE_PROXY_SITE=SITE)
         self.say(f"publishing proxy on {self.proxy_url} (holds the WordPress application password)")
         sites = {SITE: {"url": self.wp_url_for_proxy or self.wp["url"], "user": self.wp["user"],
                         "app_password": self.wp["app_password"]}}
-        prx = Service("proxy", [str(LEDGER_BIN), "proxy", "serve", "--host", "127.0.0.1", "--port", str(pp),
-                                "--workers", "1", "--threads", "8"],
-                      {**base, "WORDPRESS_SITES": json.dumps(sites), "DURABLE_PROXY_READ_TIMEOUT": "60"},
-                      self.workdir / "proxy.log")
+        prx = Service.start("proxy", ledger_command("proxy", "serve", port=pp),
+                            {**base, "WORDPRESS_SITES": json.dumps(sites), "DURABLE_PROXY_READ_TIMEOUT": "60"},
+                            self.workdir / "proxy.log", ready=self.proxy_url + "/health")
         self.services.append(prx)
-        wait_http(self.proxy_url + "/health", proc=prx.proc, log=prx.log_path)
+
+    def start_ledger(self, db_url: str, tokens: str, port: int | None = None, threads: int = 8, **extra: str):
+        """The stack's ledger: `init-db`, then `serve` (one worker) until /health answers. Its
+        command line and environment are kept, so `restart_ledger` starts the same one again."""
+        port = port or free_port()
+        self.ledger_url = f"http://127.0.0.1:{port}"
+        self.ledger_env = ledger_env(db_url, tokens, DURABLE_DATA_DIR=str(self.workdir), **extra)
+        self.say(f"ledger ({'PostgreSQL' if db_url.startswith('postgres') else 'SQLite'}) on {self.ledger_url}")
+        out = subprocess.run([str(LEDGER_BIN), "init-db"], env=self.ledger_env, capture_output=True, text=True)
+        if out.returncode != 0:
+            raise RuntimeError(f"durable-ledger init-db failed:\n{out.stdout}\n{out.stderr}")
+        self._ledger_spec = (ledger_command("serve", port=port, threads=threads), self.ledger_env)
+        return self._spawn_ledger()
 
     def _spawn_ledger(self):
         args, env = self._ledger_spec
-        led = Service("ledger", args, env, self.workdir / "ledger.log")
+        led = Service.start("ledger", args, env, self.workdir / "ledger.log", ready=self.ledger_url + "/health")
         self.services.insert(0, led)
-        wait_http(self.ledger_url + "/health", proc=led.proc, log=led.log_path)
         return led
 
     def restart_ledger(self, sig=signal.SIGKILL) -> float:

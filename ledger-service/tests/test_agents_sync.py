@@ -25,24 +25,7 @@ class PatientServer(LedgerServer):
     """servers.LedgerServer, but a slow first worker boot (importing openai) is not a failure."""
 
     def start(self, timeout=60):
-        import subprocess
-        import time
-
-        self._log = None
-        self.proc = subprocess.Popen(self.args, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     start_new_session=True)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"ledger exited with {self.proc.returncode}")
-            try:
-                if requests.get(self.url + "/health", timeout=5).status_code == 200:
-                    return self
-            except requests.RequestException:
-                pass
-            time.sleep(0.1)
-        self.stop()
-        raise RuntimeError("ledger did not become healthy")
+        return super().start(timeout)
 
 
 def test_sync_stores_250_items_over_3_pages(client, standin):

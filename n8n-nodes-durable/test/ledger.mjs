@@ -15,15 +15,40 @@ export const EDITOR_TOKEN = 'editor-secret';
 export const APPROVER_TOKEN = 'approver-secret';
 export const OTHER_TENANT_RUNNER_TOKEN = 'other-runner-secret';
 
-export function freePort() {
-	return new Promise((resolve, reject) => {
+const handedOut = new Set();
+
+function portRange() {
+	// DURABLE_PORT_RANGE ("lo-hi"): the slice stack/run_suites.py gives this suite, so suites
+	// running side by side never pick the same port. Otherwise below the kernel's ephemeral range
+	// (as stack/localhost.py): a port from listen(0) lies inside it, and an outgoing connection
+	// (n8n to its broker, the ledger to its database) can take it as its source port in the
+	// seconds before the server we start binds it.
+	const [lo, hi] = (process.env.DURABLE_PORT_RANGE || '').split('-').map(Number);
+	if (lo > 0 && hi > lo) return [lo, hi + 1];
+	let floor = 32768;
+	try {
+		floor = Number(fs.readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').split(/\s+/)[0]) || floor;
+	} catch {}
+	return [15000, Math.max(15001, floor)];
+}
+
+function canBind(port) {
+	return new Promise((resolve) => {
 		const s = net.createServer();
-		s.on('error', reject);
-		s.listen(0, '127.0.0.1', () => {
-			const { port } = s.address();
-			s.close(() => resolve(port));
-		});
+		s.once('error', () => resolve(false));
+		s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
 	});
+}
+
+export async function freePort() {
+	const [lo, hi] = portRange();
+	for (let i = 0; i < 200; i++) {
+		const port = lo + Math.floor(Math.random() * (hi - lo));
+		if (handedOut.has(port) || !(await canBind(port))) continue;
+		handedOut.add(port);
+		return port;
+	}
+	throw new Error(`no free port in ${lo}-${hi - 1}`);
 }
 
 function ledgerBin() {

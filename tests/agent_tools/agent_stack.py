@@ -23,7 +23,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 from fault_relay import FaultRelay  # noqa: E402
 from pipeline_stack import (  # noqa: E402
-    CRED_OPENAI, LEDGER_BIN, SITE, TENANT, PipelineStack, Service, free_port, outputs_of, wait_http)
+    CRED_OPENAI, SITE, TENANT, PipelineStack, Service, free_port, outputs_of, wait_http)
 
 AGENT_FILE = REPO / "workflows" / "agent-tools.json"
 TOOL_FILE = REPO / "workflows" / "agent-tools-refund-tool.json"
@@ -45,18 +45,8 @@ class AgentToolStack(PipelineStack):
 
     def _start_ledger(self):
         t = self.tokens
-        db_url = f"sqlite:///{self.workdir / 'ledger.db'}"
-        port = free_port()
-        self.ledger_url = f"http://127.0.0.1:{port}"
-        env = {**os.environ, "DURABLE_DATABASE_URL": db_url, "DURABLE_LOG_LEVEL": "INFO",
-               "DURABLE_DATA_DIR": str(self.workdir),
-               "DURABLE_BOOTSTRAP_TOKENS": f"{TENANT}:runner:{t['runner']}:{SITE},{TENANT}:editor:{t['editor']}"}
-        self.say(f"ledger (SQLite) on {self.ledger_url}")
-        import subprocess
-        subprocess.run([str(LEDGER_BIN), "init-db"], env=env, check=True, capture_output=True)
-        self._ledger_spec = ([str(LEDGER_BIN), "serve", "--host", "127.0.0.1", "--port", str(port),
-                              "--workers", "1", "--threads", "8"], env)
-        self._spawn_ledger()
+        self.start_ledger(f"sqlite:///{self.workdir / 'ledger.db'}",
+                          f"{TENANT}:runner:{t['runner']}:{SITE},{TENANT}:editor:{t['editor']}")
 
     def _start_openai(self):
         port = free_port()

@@ -11,7 +11,6 @@ Also used standalone by batch_interrupted.py, so nothing here depends on pytest.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import secrets
@@ -32,26 +31,11 @@ from durable_ledger.gate.dispatch_auth import remote_job_id  # noqa: E402
 from support.netfaults import LossyProxy  # noqa: E402
 
 
-def _load_servers():
-    spec = importlib.util.spec_from_file_location("ledger_test_servers", REPO / "ledger-service" / "tests" / "servers.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+# One launcher for the ledger and the proxy (stack/services.py); ProxyServer stays on a fixed
+# port here, so it can be stopped and started again.
+from services import LedgerServer, ProxyServer, free_port, ledger_bin  # noqa: E402,F401
 
-
-_servers = _load_servers()
-LedgerServer, free_port, BIN = _servers.LedgerServer, _servers.free_port, _servers.BIN
-
-
-class ProxyServer(LedgerServer):
-    """`durable-ledger proxy serve` on a fixed port, so it can be stopped and started again."""
-
-    def __init__(self, database_url, tokens, sites, port, log_path=None):
-        super().__init__(database_url, tokens, workers=1, threads=8, port=port, log_path=log_path)
-        self.env["WORDPRESS_SITES"] = json.dumps(sites)
-        self.env["DURABLE_PROXY_READ_TIMEOUT"] = "20"
-        self.args = [str(BIN), "proxy", "serve", "--host", "127.0.0.1", "--port", str(self.port),
-                     "--workers", "1", "--threads", "8"]
+BIN = ledger_bin()
 
 
 TENANT = "acme"  # the tenant of every token below

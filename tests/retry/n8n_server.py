@@ -5,14 +5,12 @@ SQLite execution tables."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sqlite3
-import subprocess
 import time
 
 import requests
-from pipeline_stack import HERE as STACK, LEDGER_BIN, PipelineStack, Service, free_port, wait_http
+from pipeline_stack import HERE as STACK, PipelineStack, Service, free_port, wait_http
 
 FINAL = ("success", "error", "crashed", "canceled")
 OWNER = {"email": "owner@example.test", "firstName": "Demo", "lastName": "Owner", "password": "Durable-Steps-1"}
@@ -31,15 +29,8 @@ class RetryStack(PipelineStack):
 
     def start(self, ledger_relay=False):
         t = self.tokens
-        env = {**os.environ, "DURABLE_DATABASE_URL": f"sqlite:///{self.workdir / 'ledger.db'}",
-               "DURABLE_BOOTSTRAP_TOKENS": f"demo:runner:{t['runner']},demo:editor:{t['editor']}",
-               "DURABLE_LOG_LEVEL": "INFO", "DURABLE_DATA_DIR": str(self.workdir)}
-        subprocess.run([str(LEDGER_BIN), "init-db"], env=env, check=True, capture_output=True)
-        port = free_port()
-        self.ledger_url = f"http://127.0.0.1:{port}"
-        self._ledger_spec = ([str(LEDGER_BIN), "serve", "--host", "127.0.0.1", "--port", str(port),
-                              "--workers", "1", "--threads", "4"], env)
-        self._spawn_ledger()
+        self.start_ledger(f"sqlite:///{self.workdir / 'ledger.db'}",
+                          f"demo:runner:{t['runner']},demo:editor:{t['editor']}", threads=4)
         self._prepare_n8n()
         return self
 
