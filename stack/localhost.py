@@ -1,12 +1,15 @@
 """This machine's services as tests and launchers reach them: a free port for a server we start,
-and psql against the local PostgreSQL (trust auth, as STACK.md sets it up). One copy of each."""
+psql against the local PostgreSQL (trust auth, as STACK.md sets it up) and throwaway databases
+there. One copy of each."""
 
 from __future__ import annotations
 
 import os
 import random
+import secrets
 import socket
 import subprocess
+from contextlib import contextmanager
 from pathlib import Path
 
 _handed_out: set[int] = set()
@@ -61,3 +64,18 @@ def psql(sql: str, db: str = "postgres") -> str:
     if out.returncode != 0:
         raise RuntimeError(f"psql {sql!r}: {out.stderr}")
     return out.stdout
+
+
+@contextmanager
+def postgres_database(prefix: str = "durable"):
+    """A throwaway PostgreSQL database (`<prefix>_<random>`), dropped WITH (FORCE) when the block ends."""
+    name = f"{prefix}_{secrets.token_hex(5)}"
+    psql(f'CREATE DATABASE "{name}"')
+    try:
+        yield name
+    finally:
+        psql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def postgres_url(name: str) -> str:
+    return f"postgresql://postgres@127.0.0.1:5432/{name}"

@@ -10,9 +10,6 @@ TESTS = Path(__file__).resolve().parents[1]
 REPO = TESTS.parent
 
 from pipeline_stack import POINTS, PipelineStack  # noqa: E402
-from support import wordpress as _wp  # noqa: E402
-
-wordpress_site = _wp.wordpress_site
 
 ACTIONS = ("upload_media:inline-1", "create_draft", "set_seo", "add_resource_pack")
 CASES = [(a, p) for a in ACTIONS for p in POINTS]

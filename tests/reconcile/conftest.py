@@ -7,10 +7,6 @@ import pytest
 HERE = Path(__file__).resolve().parent
 
 from harness import Stack  # noqa: E402
-from support import wordpress as _wp  # noqa: E402
-
-wordpress_site = _wp.wordpress_site
-wordpress_plain_site = _wp.wordpress_plain_site
 
 
 @pytest.fixture(scope="session")

@@ -42,10 +42,7 @@ TESTS = Path(__file__).resolve().parents[1]
 REPO = TESTS.parent
 
 from pipeline_stack import HERE as STACK, PipelineStack, Service, free_port, wait_http  # noqa: E402
-from support import wordpress as _wp  # noqa: E402
 from localhost import psql  # noqa: E402
-
-wordpress_site = _wp.wordpress_site
 
 WORKFLOW_ID = "wfqueuearticle"
 WEBHOOK_PATH = "durable-article"
