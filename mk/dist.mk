@@ -69,5 +69,5 @@ test-n8n-matrix: dist
 	done
 
 wp-lint:
-	@for f in ledger-service/wordpress/*.php stack/wp/*.php; do php -l $$f >/dev/null || exit 1; done; echo "php -l: ok"
+	@for f in ledger-service/durable_ledger/wordpress/*.php stack/wp/*.php; do php -l $$f >/dev/null || exit 1; done; echo "php -l: ok"
 	@bash stack/phpcs.sh

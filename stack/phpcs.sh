@@ -15,4 +15,4 @@ if [[ -z "$PHPCS" ]] || ! "$PHPCS" -i 2>/dev/null | grep -q WordPress; then
   echo "phpcs: skipped (PHP_CodeSniffer with the WordPress standard is not installed; WPCS comes only from Packagist)"
   exit 0
 fi
-exec "$PHPCS" -s --standard=WordPress-Extra --extensions=php ledger-service/wordpress
+exec "$PHPCS" -s --standard=WordPress-Extra --extensions=php ledger-service/durable_ledger/wordpress

@@ -9,8 +9,8 @@ The places (each a regex whose group 1 is the version):
   ledger-service/durable_ledger/__init__ __version__ = "X"       (/health, OpenAPI, User-Agent)
   n8n-nodes-durable/package.json         "version": "X"          (npm pack)
   n8n-nodes-durable/package-lock.json    the root package's version (twice)
-  ledger-service/wordpress/durable-ops.php  header `Version: X` and DURABLE_OPS_VERSION
-  ledger-service/wordpress/readme.txt    Stable tag: X           (plugin zip)
+  ledger-service/durable_ledger/wordpress/durable-ops.php  header `Version: X` and DURABLE_OPS_VERSION
+  ledger-service/durable_ledger/wordpress/readme.txt    Stable tag: X           (plugin zip)
 Stdlib only (system python3).
 """
 from __future__ import annotations
@@ -31,9 +31,9 @@ PLACES = [
     # the root package: top-level "version" and packages[""].version (the 3rd-level tab indent)
     ("n8n-nodes-durable/package-lock.json", r'(?m)^\t"version": "([^"]+)"', 1),
     ("n8n-nodes-durable/package-lock.json", r'"packages": \{\s*"": \{\s*"name": "n8n-nodes-durable",\s*"version": "([^"]+)"', 1),
-    ("ledger-service/wordpress/durable-ops.php", r"(?m)^ \* Version: (\S+)$", 1),
-    ("ledger-service/wordpress/durable-ops.php", r"(?m)^const DURABLE_OPS_VERSION\s+= '([^']+)';", 1),
-    ("ledger-service/wordpress/readme.txt", r"(?m)^Stable tag: (\S+)$", 1),
+    ("ledger-service/durable_ledger/wordpress/durable-ops.php", r"(?m)^ \* Version: (\S+)$", 1),
+    ("ledger-service/durable_ledger/wordpress/durable-ops.php", r"(?m)^const DURABLE_OPS_VERSION\s+= '([^']+)';", 1),
+    ("ledger-service/durable_ledger/wordpress/readme.txt", r"(?m)^Stable tag: (\S+)$", 1),
 ]
 
 

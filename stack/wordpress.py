@@ -48,7 +48,7 @@ from localhost import free_port  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-PLUGIN = REPO / "ledger-service" / "wordpress" / "durable-ops.php"
+PLUGIN = REPO / "ledger-service" / "durable_ledger" / "wordpress" / "durable-ops.php"
 WP_ROOT = Path("/usr/share/wordpress")
 PACKAGES = ["wordpress", "php-cli", "php-mysql", "mariadb-server"]
 CACHE = Path(os.environ.get("DURABLE_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")

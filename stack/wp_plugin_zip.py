@@ -4,7 +4,7 @@
     python3 stack/wp_plugin_zip.py --out dist     # -> dist/durable-ops-<VERSION>.zip
 
 The zip holds durable-ops/durable-ops.php (byte for byte the mu-plugin file), uninstall.php and
-readme.txt from ledger-service/wordpress/: one source, two packagings. Entries are written in a
+readme.txt from ledger-service/durable_ledger/wordpress/: one source, two packagings. Entries are written in a
 fixed order with a fixed timestamp, so the same sources give the same zip. Stdlib only.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ import zipfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-SRC = REPO / "ledger-service" / "wordpress"
+SRC = REPO / "ledger-service" / "durable_ledger" / "wordpress"
 SLUG = "durable-ops"
 FILES = ("durable-ops.php", "uninstall.php", "readme.txt")
 

@@ -36,7 +36,7 @@ def test_compose_versions_match_what_we_test():
     wp = SERVICES["wordpress"]["image"].split(":")[1]
     major, minor = (int(x) for x in wp.split("-")[0].split(".")[:2])
     assert (major, minor) >= (6, 1)
-    assert "Requires at least: 6.1" in (ROOT / "ledger-service/wordpress/durable-ops.php").read_text()
+    assert "Requires at least: 6.1" in (ROOT / "ledger-service/durable_ledger/wordpress/durable-ops.php").read_text()
 
 
 @pytest.mark.parametrize("service", ["ledger", "proxy"])

@@ -8,8 +8,8 @@ import pytest
 
 from dist_support import REPO
 
-PLUGIN = REPO / "ledger-service" / "wordpress" / "durable-ops.php"
-PHP_FILES = sorted([*(REPO / "ledger-service" / "wordpress").glob("*.php"), *(REPO / "stack" / "wp").glob("*.php")])
+PLUGIN = REPO / "ledger-service" / "durable_ledger" / "wordpress" / "durable-ops.php"
+PHP_FILES = sorted([*(REPO / "ledger-service" / "durable_ledger" / "wordpress").glob("*.php"), *(REPO / "stack" / "wp").glob("*.php")])
 
 
 @pytest.mark.parametrize("path", PHP_FILES, ids=lambda p: p.name)

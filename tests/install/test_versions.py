@@ -17,7 +17,7 @@ def test_sources_agree_with_the_version_file():
 
 def test_artifacts_carry_the_version_and_the_same_plugin_source():
     v = version()
-    php = (REPO / "ledger-service" / "wordpress" / "durable-ops.php").read_bytes()
+    php = (REPO / "ledger-service" / "durable_ledger" / "wordpress" / "durable-ops.php").read_bytes()
     whl = artifact(f"durable_ledger-{v}-py3-none-any.whl")
     with zipfile.ZipFile(whl) as zf:
         names = set(zf.namelist())
@@ -29,8 +29,7 @@ def test_artifacts_carry_the_version_and_the_same_plugin_source():
                             for p in (REPO / "ledger-service/durable_ledger/console/templates").glob("*.html")}
         assert templates == source_templates
     with tarfile.open(artifact(f"durable_ledger-{v}.tar.gz")) as tf:
-        assert tf.extractfile(f"durable_ledger-{v}/wordpress/durable-ops.php").read() == php
-        assert tf.extractfile(f"durable_ledger-{v}/setup.py") is not None
+        assert tf.extractfile(f"durable_ledger-{v}/durable_ledger/wordpress/durable-ops.php").read() == php
     with tarfile.open(artifact(f"n8n-nodes-durable-{v}.tgz")) as tf:
         pkg = json.load(tf.extractfile("package/package.json"))
         assert pkg["version"] == v

@@ -88,7 +88,7 @@ def test_wheel_imports_from_the_venv_not_the_source_tree(venv, run_dir):
     assert Path(out["file"]).resolve().is_relative_to(venv.resolve()), out["file"]
     assert not Path(out["file"]).resolve().is_relative_to(REPO.resolve())
     assert out["version"] == version()
-    assert out["plugin"] == (REPO / "ledger-service/wordpress/durable-ops.php").read_text()
+    assert out["plugin"] == (REPO / "ledger-service/durable_ledger/wordpress/durable-ops.php").read_text()
     assert "console_login.html" in out["templates"]
 
 

@@ -1,2 +1,3 @@
-"""WordPress: the REST client for one site (client.py) and the publishing proxy (proxy/).
-The must-use plugin's source is ledger-service/wordpress/."""
+"""WordPress: the REST client for one site (client.py), the publishing proxy (proxy/) and the
+durable-ops plugin's source (durable-ops.php, uninstall.php, readme.txt), shipped in the wheel as
+package data: an installed ledger carries the exact plugin it was tested with."""
