@@ -28,6 +28,7 @@ from ..kernel import states as S
 from ..kernel.errors import LedgerError
 from ..kernel.secrets import redact
 from ..store import sessions as session_store
+from ..store import deliveries as delivery_store
 from .openai_client import sessions
 
 
@@ -82,7 +83,7 @@ def tool_result_key(session_id, call_id):
 
 def _deliver(client, binding, call_id, turn_id, op_key, output=None, error=None):
     """Outbox first (committed), then the send; a failed send leaves the row pending."""
-    session_store.claim_delivery(binding.id, call_id, turn_id, op_key, time.time())
+    delivery_store.claim_delivery(binding.id, call_id, turn_id, op_key, time.time())
     event = {"type": "agent.session.input.tool_result", "call_id": call_id, "turn_id": turn_id,
              "success": error is None}
     if error is None:
@@ -93,9 +94,9 @@ def _deliver(client, binding, call_id, turn_id, op_key, output=None, error=None)
         sessions(client).events.create(binding.session_id, events=[event],
                                        idempotency_key=tool_result_key(binding.session_id, call_id))
     except openai.APIError as exc:
-        session_store.delivery_failed(binding.id, call_id, f"{type(exc).__name__}: {exc}"[:500])
+        delivery_store.delivery_failed(binding.id, call_id, f"{type(exc).__name__}: {exc}"[:500])
         return "delivery_failed"
-    session_store.delivery_done(binding.id, call_id)
+    delivery_store.delivery_done(binding.id, call_id)
     return "delivered"
 
 

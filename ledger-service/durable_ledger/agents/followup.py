@@ -25,6 +25,7 @@ from ..kernel.digest import request_digest
 from ..kernel.errors import AgentsApiError, DigestMismatch, FollowUpRefused
 from ..kernel.fencing import check_fence
 from ..store import sessions as session_store
+from ..store import followups as followup_store
 from .openai_client import sessions
 from .sync import OPEN_TURN_STATUSES, retrieve_session
 
@@ -96,7 +97,7 @@ def _packet_text(packet):
 
 
 def _claim(job, key, digest, packet):
-    row, created = session_store.claim_follow_up(job.id, key, digest, packet, time.time())
+    row, created = followup_store.claim_follow_up(job.id, key, digest, packet, time.time())
     if not created and row.request_hash != digest:
         raise DigestMismatch("this Idempotency-Key was used for another follow-up message",
                              {"idempotency_key": key})
@@ -108,7 +109,7 @@ def send_follow_up(client, job, binding, message, fencing_token, idempotency_key
     check_fence(store.lease_of(job.id), fencing_token)
     digest = request_digest({"message": message})
     key = idempotency_key or f"follow-up:{digest[:32]}"
-    existing = session_store.follow_up_of(job.id, key)
+    existing = followup_store.follow_up_of(job.id, key)
     if existing is not None and existing.state == "sent":
         if existing.request_hash != digest:
             raise DigestMismatch("this Idempotency-Key was used for another follow-up message",
@@ -126,11 +127,11 @@ def send_follow_up(client, job, binding, message, fencing_token, idempotency_key
              "input": [{"type": "message", "role": "user",
                         "content": [{"type": "input_text", "text": _packet_text(row.packet)}]}]}
     remote_key = f"durable:{binding.session_id}:follow_up:{job.id}:{key}"
-    session_store.count_follow_up_attempt(row.id)
+    followup_store.count_follow_up_attempt(row.id)
     try:
         sessions(client).events.create(binding.session_id, events=[event], idempotency_key=remote_key)
     except openai.APIError as exc:
         raise AgentsApiError("the follow-up was not acknowledged; retry with the same Idempotency-Key",
                              {"idempotency_key": key, "error": type(exc).__name__}) from exc
-    session_store.mark_follow_up_sent(row.id)
-    return session_store.follow_up_by_pk(row.id), True
+    followup_store.mark_follow_up_sent(row.id)
+    return followup_store.follow_up_by_pk(row.id), True

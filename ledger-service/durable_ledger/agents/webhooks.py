@@ -11,6 +11,7 @@ import openai
 
 from ..kernel.errors import InvalidWebhook
 from ..store import sessions as session_store
+from ..store import webhooks as webhook_store
 from .openai_client import get_client
 from .sessions import binding_for_session
 
@@ -43,7 +44,7 @@ def receive(raw_body, headers, client=None):
     binding = _binding_for_event(event)
     if binding is None:
         return 200, {"status": "ignored", "reason": "unknown_session", "webhook_id": webhook_id}
-    if not session_store.store_webhook(webhook_id, binding.tenant, binding.job_id, binding.session_id, event.type,
+    if not webhook_store.store_webhook(webhook_id, binding.tenant, binding.job_id, binding.session_id, event.type,
                                        event.to_dict(mode="json"), time.time()):
         return 200, {"status": "duplicate", "webhook_id": webhook_id}
     return 200, {"status": "stored", "webhook_id": webhook_id}

@@ -18,6 +18,7 @@ from ..auth import Principal
 from ..jobs.leases import acquire_lease, release_lease
 from ..kernel.errors import LeaseHeld, LedgerError
 from ..store import sessions as session_store
+from ..store import webhooks as webhook_store
 from .actions import answer_required_actions
 from .sync import full_sync
 
@@ -53,22 +54,22 @@ def process_inbox(client, owner=None, limit=50, claim_timeout_s=300):
     """Process pending webhooks once. Returns the number of rows completed."""
     owner = owner or default_owner()
     now = time.time()
-    rows = session_store.claimable_webhooks(now, claim_timeout_s, limit)
+    rows = webhook_store.claimable_webhooks(now, claim_timeout_s, limit)
     done = 0
     for row in rows:
         binding = session_store.binding_of_job(row.job_id)
-        if binding is None or not session_store.claim_webhook(row.id, owner, claim_timeout_s, time.time()):
+        if binding is None or not webhook_store.claim_webhook(row.id, owner, claim_timeout_s, time.time()):
             continue
         try:
             result = reconcile_session(client, binding, owner)
         except LedgerError as exc:
             log.warning("webhook %s: %s", row.webhook_id, exc.message)
-            session_store.release_webhook(row.id, error=exc.to_dict()["error"])
+            webhook_store.release_webhook(row.id, error=exc.to_dict()["error"])
             continue
         if result is None:  # the job is leased by someone else: hand the row back for later
-            session_store.release_webhook(row.id)
+            webhook_store.release_webhook(row.id)
             continue
-        session_store.finish_webhook(row.id, owner, result)
+        webhook_store.finish_webhook(row.id, owner, result)
         done += 1
     return done
 

@@ -1,5 +1,5 @@
-"""Agents session state: job <-> session bindings, saved items and turns, the webhook inbox,
-follow-ups and the outbox of function results; and the job, lease, checkpoint, operation and
+"""Agents session state: job <-> session bindings, saved items and turns (the webhook inbox,
+follow-ups and the outbox of function results: webhooks.py, followups.py, deliveries.py); and the job, lease, checkpoint, operation and
 audit reads and writes session control needs (under ``# --- for agents/...`` lines).
 """
 
@@ -8,7 +8,7 @@ import time
 from peewee import EXCLUDED, IntegrityError, fn
 
 from ..kernel import states as S
-from .agent_models import ActionDelivery, FollowUp, SessionBinding, SessionItem, SessionTurn, WebhookInbox
+from .agent_models import SessionBinding, SessionItem, SessionTurn
 from .db import write_txn
 from .models import AuditLog, Checkpoint, Job, Operation
 
@@ -95,109 +95,6 @@ def turns_of(binding_pk):
     """The binding's stored turns, oldest first (list)."""
     return list(SessionTurn.select().where(SessionTurn.binding == binding_pk)
                 .order_by(SessionTurn.created_at, SessionTurn.id))
-
-
-# Outbox of function results
-
-
-def claim_delivery(binding_pk, call_id, turn_id, operation_key, now):
-    """The pending outbox row of ``call_id``, committed; an existing row is left as it is."""
-    with write_txn():
-        ActionDelivery.insert(binding=binding_pk, call_id=call_id, turn_id=turn_id, operation_key=operation_key,
-                              state="pending", created_at=now, updated_at=now).on_conflict_ignore().execute()
-
-
-def _delivery(binding_pk, call_id):
-    return (ActionDelivery.binding == binding_pk) & (ActionDelivery.call_id == call_id)
-
-
-def delivery_failed(binding_pk, call_id, error):
-    """One more attempt, the error kept; the row stays pending."""
-    ActionDelivery.update(attempts=ActionDelivery.attempts + 1, last_error=error,
-                          updated_at=time.time()).where(_delivery(binding_pk, call_id)).execute()
-
-
-def delivery_done(binding_pk, call_id):
-    ActionDelivery.update(state="delivered", attempts=ActionDelivery.attempts + 1, last_error=None,
-                          updated_at=time.time()).where(_delivery(binding_pk, call_id)).execute()
-
-
-# Webhook inbox
-
-
-def store_webhook(webhook_id, tenant, job_pk, session_id, event_type, payload, now):
-    """True if the webhook was stored, False if its id was stored before (a redelivery)."""
-    try:
-        with write_txn():
-            WebhookInbox.create(webhook_id=webhook_id, tenant=tenant, job=job_pk, session_id=session_id,
-                                event_type=event_type, payload=payload, received_at=now)
-    except IntegrityError:
-        return False
-    return True
-
-
-def _claimable(now, claim_timeout_s):
-    return ((WebhookInbox.state == "pending")
-            | ((WebhookInbox.state == "processing") & (WebhookInbox.claimed_at < now - claim_timeout_s)))
-
-
-def claimable_webhooks(now, claim_timeout_s, limit):
-    """Pending rows and rows claimed more than ``claim_timeout_s`` ago, oldest first (list)."""
-    return list(WebhookInbox.select().where(_claimable(now, claim_timeout_s))
-                .order_by(WebhookInbox.received_at).limit(limit))
-
-
-def claim_webhook(row_pk, owner, claim_timeout_s, now):
-    """True if this call moved the row to 'processing' for ``owner`` (conditional UPDATE)."""
-    with write_txn():
-        return (WebhookInbox.update(state="processing", claimed_by=owner, claimed_at=now,
-                                    attempts=WebhookInbox.attempts + 1)
-                .where(WebhookInbox.id == row_pk, _claimable(now, claim_timeout_s))
-                .execute()) == 1
-
-
-def release_webhook(row_pk, error=None):
-    """Hand the row back as pending (with ``error`` as its result when given)."""
-    fields = dict(state="pending", claimed_by=None, claimed_at=None)
-    if error is not None:
-        fields["result"] = {"error": error}
-    WebhookInbox.update(**fields).where(WebhookInbox.id == row_pk).execute()
-
-
-def finish_webhook(row_pk, owner, result):
-    """Mark the row done, if ``owner`` still holds its claim."""
-    WebhookInbox.update(state="done", result=result, processed_at=time.time()).where(
-        WebhookInbox.id == row_pk, WebhookInbox.claimed_by == owner).execute()
-
-
-# Follow-ups
-
-
-def follow_up_of(job_pk, key):
-    """The job's follow-up under ``key``, or None."""
-    return FollowUp.get_or_none(FollowUp.job == job_pk, FollowUp.idempotency_key == key)
-
-
-def follow_up_by_pk(pk):
-    return FollowUp.get_by_id(pk)
-
-
-def claim_follow_up(job_pk, key, request_hash, packet, now):
-    """(row, True) for a new 'sending' row, or (the row already under ``key``, False)."""
-    try:
-        with write_txn():
-            return FollowUp.create(job=job_pk, idempotency_key=key, request_hash=request_hash, state="sending",
-                                   packet=packet, created_at=now, updated_at=now), True
-    except IntegrityError:
-        return FollowUp.get(FollowUp.job == job_pk, FollowUp.idempotency_key == key), False
-
-
-def count_follow_up_attempt(pk):
-    FollowUp.update(attempts=FollowUp.attempts + 1, updated_at=time.time()).where(FollowUp.id == pk).execute()
-
-
-def mark_follow_up_sent(pk):
-    FollowUp.update(state="sent", updated_at=time.time()).where(FollowUp.id == pk).execute()
 
 
 # --- for agents/sessions.py
