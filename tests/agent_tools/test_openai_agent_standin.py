@@ -1,13 +1,13 @@
 """The agent stand-in speaks the Chat Completions tools protocol: the official SDK drives a whole
 tool loop against it (what LangChain's ChatOpenAI in n8n's OpenAI Chat Model node does)."""
 import json
-import socket
-import subprocess
+import os
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from localhost import free_port
+from services import Service
 from openai import OpenAI
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -21,21 +21,13 @@ PROMPT = "Refund this.\ncustomer_id: C-7\nrefund_id: RF-9\namount_cents: 1250\nc
 
 
 @pytest.fixture(scope="module")
-def base_url():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, str(ROOT / "stack" / "openai_agent_standin.py"), "--port", str(port)],
-                            stderr=subprocess.DEVNULL)
-    for _ in range(100):
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            break
-        except OSError:
-            time.sleep(0.05)
+def base_url(tmp_path_factory):
+    port = free_port()
+    svc = Service.start("standin", [sys.executable, str(ROOT / "stack" / "openai_agent_standin.py"), "--port", str(port)],
+                        dict(os.environ), tmp_path_factory.mktemp("standin") / "standin.log",
+                        ready=f"http://127.0.0.1:{port}/health")
     yield f"http://127.0.0.1:{port}/v1"
-    proc.terminate()
-    proc.wait(5)
+    svc.stop()
 
 
 def test_three_tool_calls_with_new_ids_then_an_answer_quoting_the_results(base_url):

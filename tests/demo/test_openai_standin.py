@@ -2,34 +2,26 @@
 
 import base64
 import json
-import socket
-import subprocess
+import os
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from localhost import free_port
+from services import Service
 from openai import BadRequestError, OpenAI
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def standin():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, str(ROOT / "stack" / "openai_standin.py"), "--port", str(port)],
-                            stderr=subprocess.DEVNULL)
-    for _ in range(100):
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            break
-        except OSError:
-            time.sleep(0.05)
+def standin(tmp_path_factory):
+    port = free_port()
+    svc = Service.start("standin", [sys.executable, str(ROOT / "stack" / "openai_standin.py"), "--port", str(port)],
+                        dict(os.environ), tmp_path_factory.mktemp("standin") / "standin.log",
+                        ready=f"http://127.0.0.1:{port}/health")
     yield f"http://127.0.0.1:{port}/v1"
-    proc.terminate()
-    proc.wait(5)
+    svc.stop()
 
 
 def test_chat_completion_parses_with_the_sdk(standin):
