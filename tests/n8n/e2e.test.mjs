@@ -99,6 +99,13 @@ after(async () => {
 	else n8n?.cleanup();
 });
 
+/** Why an `n8n execute` failed: its stderr, the run's own error (node and message) and stdout's tail. */
+function failure(r) {
+	const err = r.run?.data?.resultData?.error;
+	const where = err ? `${err.node?.name ?? r.run.data.resultData.lastNodeExecuted ?? '?'}: ${err.message} ${err.description ?? ''}` : '';
+	return [r.stderr, where, r.stdout.slice(-3000)].filter(Boolean).join('\n');
+}
+
 function counts(outputs) {
 	return outputs.map((o) => o.length);
 }
@@ -106,7 +113,7 @@ function counts(outputs) {
 test('e2e_second_run_routes_to_already_done_and_writes_once', async () => {
 	const before = sink.state.writes;
 	const first = await n8n.execute('durableGatedOk');
-	assert.equal(first.code, 0, first.stderr);
+	assert.equal(first.code, 0, failure(first));
 	assert.deepEqual(counts(outputsOf(first.run, 'Begin Step')), [1, 0, 0]);
 	const recorded = outputsOf(first.run, 'Record Outcome')[0][0];
 	assert.equal(recorded.durable.state, 'CONFIRMED');
@@ -114,7 +121,7 @@ test('e2e_second_run_routes_to_already_done_and_writes_once', async () => {
 	assert.equal(sink.state.writes, before + 1);
 
 	const second = await n8n.execute('durableGatedOk');
-	assert.equal(second.code, 0, second.stderr);
+	assert.equal(second.code, 0, failure(second));
 	assert.deepEqual(counts(outputsOf(second.run, 'Begin Step')), [0, 1, 0]);
 	assert.equal(outputsOf(second.run, 'Create Draft'), null, 'the side effect did not run again');
 	const done = outputsOf(second.run, 'Already Done')[0][0];
@@ -126,7 +133,7 @@ test('e2e_second_run_routes_to_already_done_and_writes_once', async () => {
 test('e2e_lost_response_is_unknown_and_next_run_needs_attention', async () => {
 	const before = sink.state.writes;
 	const first = await n8n.execute('durableGatedHang');
-	assert.equal(first.code, 0, first.stderr);
+	assert.equal(first.code, 0, failure(first));
 	assert.deepEqual(counts(outputsOf(first.run, 'Begin Step')), [1, 0, 0]);
 	const draft = outputsOf(first.run, 'Create Draft');
 	assert.deepEqual(counts(draft), [0, 1], 'the timeout went to the error output');
@@ -137,7 +144,7 @@ test('e2e_lost_response_is_unknown_and_next_run_needs_attention', async () => {
 	assert.equal(sink.state.writes, before + 1, 'the write happened, the answer was lost');
 
 	const second = await n8n.execute('durableGatedHang');
-	assert.equal(second.code, 0, second.stderr);
+	assert.equal(second.code, 0, failure(second));
 	assert.deepEqual(counts(outputsOf(second.run, 'Begin Step')), [0, 0, 1], 'Needs Attention, not Proceed');
 	assert.equal(outputsOf(second.run, 'Create Draft'), null);
 	const attention = outputsOf(second.run, 'Needs Attention')[0][0];
@@ -149,7 +156,7 @@ test('e2e_lost_response_is_unknown_and_next_run_needs_attention', async () => {
 test('e2e_gated_subworkflow_writes_once_and_the_second_run_is_done_before', async () => {
 	const before = sink.state.writes;
 	const first = await n8n.execute('durableGatedSubOk');
-	assert.equal(first.code, 0, first.stderr);
+	assert.equal(first.code, 0, failure(first));
 	assert.deepEqual(counts(outputsOf(first.run, 'Create Draft')), [1, 0, 0], JSON.stringify(outputsOf(first.run, 'Create Draft')));
 	const done = outputsOf(first.run, 'Done')[0][0];
 	assert.equal(done.durable.state, 'CONFIRMED');
@@ -160,7 +167,7 @@ test('e2e_gated_subworkflow_writes_once_and_the_second_run_is_done_before', asyn
 	assert.equal(sent.operation_key, done.durable.operation_key, 'the sub-workflow got the step ticket');
 
 	const second = await n8n.execute('durableGatedSubOk');
-	assert.equal(second.code, 0, second.stderr);
+	assert.equal(second.code, 0, failure(second));
 	assert.deepEqual(counts(outputsOf(second.run, 'Create Draft')), [0, 1, 0]);
 	const again = outputsOf(second.run, 'Done Before')[0][0];
 	assert.deepEqual([again.id, again.created, again.durable.remote_id], [done.id, true, done.id], 'the receipt reads like Done');
@@ -170,7 +177,7 @@ test('e2e_gated_subworkflow_writes_once_and_the_second_run_is_done_before', asyn
 test('e2e_gated_subworkflow_lost_answer_is_unknown_and_the_lookup_subworkflow_finds_it', async () => {
 	const before = sink.state.writes;
 	const first = await n8n.execute('durableGatedSubHang');
-	assert.equal(first.code, 0, first.stderr);
+	assert.equal(first.code, 0, failure(first));
 	assert.deepEqual(counts(outputsOf(first.run, 'Create Draft')), [0, 0, 1], 'the sub-workflow failed (timeout): Attention');
 	const attention = outputsOf(first.run, 'Attention')[0][0];
 	assert.equal(attention.durable.state, 'UNKNOWN');
@@ -178,7 +185,7 @@ test('e2e_gated_subworkflow_lost_answer_is_unknown_and_the_lookup_subworkflow_fi
 	assert.equal(sink.state.writes, before + 1, 'the write happened, the answer was lost');
 
 	const second = await n8n.execute('durableGatedSubHang');
-	assert.equal(second.code, 0, second.stderr);
+	assert.equal(second.code, 0, failure(second));
 	assert.deepEqual(counts(outputsOf(second.run, 'Create Draft')), [0, 1, 0], JSON.stringify(outputsOf(second.run, 'Create Draft')));
 	const found = outputsOf(second.run, 'Done Before')[0][0];
 	assert.equal(found.durable.lookup.verdict, 'found');
