@@ -17,14 +17,14 @@ from .answers import answer_dict
 bp = Blueprint("operations", __name__, url_prefix="/v1/operations")
 
 
-def _gate_config():
-    cfg = config()
+def _gate_config(cfg=None):
+    cfg = cfg or config()
     return gate.GateConfig(cfg.default_max_attempts, cfg.backoff_base_s, cfg.reconcile_claim_s)
 
 
-def _begin(who, body):
+def _begin(who, body, cfg=None):
     def decide():
-        return answer_dict(gate.begin(who, config=_gate_config(), **body))
+        return answer_dict(gate.begin(who, config=_gate_config(cfg), **body))
 
     # One durable.gate span with the decision (ids only, never the payload) when tracing is on.
     return decide() if tracing.tracer is None else tracing.gate(body, decide)
