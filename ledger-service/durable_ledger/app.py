@@ -52,7 +52,7 @@ def create_app(config=None, init_schema=True):
     _install_request_lifecycle(app)
     _register_blueprints(app)
     register_error_handlers(app)
-    fast_routes.install(app)  # begin, confirm and outcome without Flask when the request is plain
+    fast_routes.install(app)  # begin, batch, confirm and outcome without Flask when the request is plain
     log.info("ledger app ready %s", cfg.redacted())
     return app
 

@@ -32,6 +32,8 @@ def _strip(answer):
     if isinstance(answer, dict):
         return {k: _strip(v) for k, v in answer.items()
                 if k not in ("operation_key", "id", "created_at", "updated_at", "at")}
+    if isinstance(answer, list):
+        return [_strip(v) for v in answer]
     return answer
 
 
@@ -98,3 +100,26 @@ def test_fast_bodies_begin_reads_what_the_schema_reads(app, body):
         from flask import request
 
         assert fast_bodies.begin(body, None) == schemas.load(schemas.BeginSchema, request)
+
+
+def test_fast_routes_batch_answers_as_flask_does(client, leased, flask_calls):
+    def batch(prefix, query=""):
+        begins = [{"job_id": "j1", "action": "send", "operation_key": f"{prefix}-{i}", "payload": {"i": i},
+                   "fencing_token": leased} for i in range(3)]
+        begins.append({"job_id": "j1", "action": "send", "operation_key": f"{prefix}-0", "payload": {"i": 9},
+                       "fencing_token": leased})  # the same key, another payload: its own slot's refusal
+        first = client.post(f"/v1/operations/batch{query}", headers=auth(), json={"begin": begins})
+        confirms = [{"operation_key": f"{prefix}-{i}", "fencing_token": leased, "remote_id": i} for i in range(3)]
+        confirms.append({"operation_key": f"{prefix}-0", "fencing_token": leased - 1, "remote_id": 1})
+        second = client.post(f"/v1/operations/batch{query}", headers=auth(), json={"confirm": confirms})
+        return first, second
+
+    fast = batch("f")
+    assert flask_calls == []
+    slow = batch("s", "?via=flask")
+    assert len(flask_calls) == 2
+    for f, s in zip(fast, slow):
+        assert f.status_code == s.status_code == 200
+        assert _strip(f.get_json()) == _strip(s.get_json())
+    r = client.post("/v1/operations/batch", headers=auth(), json={"confirm": [{"operation_key": None}]})
+    assert r.status_code == 422 and len(flask_calls) == 3

@@ -99,6 +99,34 @@ def outcome(body, cfg):
         return None
 
 
+_BATCH_CONFIRM = _CONFIRM | {"operation_key"}
+MAX_BATCH_ITEMS = 100  # of each list, as BatchSchema
+
+
+def batch(body, cfg):
+    """BatchSchema's load of ``body`` (every item read as above), or None."""
+    if not body.keys() <= {"confirm", "begin"}:
+        return None
+    confirms, begins = body.get("confirm", []), body.get("begin", [])
+    if not (isinstance(confirms, list) and isinstance(begins, list)
+            and len(confirms) <= MAX_BATCH_ITEMS and len(begins) <= MAX_BATCH_ITEMS):
+        return None
+    out = {"confirm": [_batch_confirm(item, cfg) for item in confirms],
+           "begin": [begin(item, cfg) if isinstance(item, dict) else None for item in begins]}
+    return None if None in out["confirm"] or None in out["begin"] else out
+
+
+def _batch_confirm(item, cfg):
+    if not isinstance(item, dict) or not item.keys() <= _BATCH_CONFIRM or item.get("operation_key") is None:
+        return None
+    try:
+        key = _checked(checks.OPERATION_KEY, item["operation_key"])
+    except _Refuse:
+        return None
+    out = confirm({k: v for k, v in item.items() if k != "operation_key"}, cfg)
+    return None if out is None else {"operation_key": key, **out}
+
+
 def _sizes_fit(out, names, cfg):
     try:
         for name in names:

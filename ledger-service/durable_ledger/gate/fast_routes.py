@@ -1,6 +1,6 @@
-"""The hot routes without Flask: begin, confirm and outcome as a thin WSGI handler in front of the app.
+"""The hot routes without Flask: begin, batch, confirm and outcome as a thin WSGI handler in front of the app.
 
-A gated step is two requests (begin, then confirm or outcome), and most of what a request cost
+A gated step is two requests (begin, then confirm or outcome, or a share of two batches), and most of what a request cost
 was Werkzeug's request and response objects, Flask's dispatch and marshmallow, none of which
 protects anything the gate does not check again. This handler answers exactly those requests
 when they are plain: ``POST`` to the exact path, no query string, a JSON body with a
@@ -34,6 +34,7 @@ log = logging.getLogger("durable_ledger")
 
 _PREFIX = "/v1/operations/"
 _BEGIN = _PREFIX + "begin"
+_BATCH = _PREFIX + "batch"
 
 
 def install(app):
@@ -48,6 +49,8 @@ def _route(path):
         return None
     if path == _BEGIN:
         return fast_bodies.begin, _begin, None
+    if path == _BATCH:
+        return fast_bodies.batch, _batch, None
     for suffix, read, act in (("/confirm", fast_bodies.confirm, _confirm), ("/outcome", fast_bodies.outcome, _outcome)):
         if path.endswith(suffix):
             key = path[len(_PREFIX):-len(suffix)]
@@ -59,6 +62,10 @@ def _route(path):
 
 def _begin(who, _key, body, cfg):
     return routes._begin(who, body, cfg)
+
+
+def _batch(who, _key, body, cfg):
+    return routes._batch(who, body, cfg)
 
 
 def _confirm(who, key, b, _cfg):

@@ -46,7 +46,10 @@ def batch():
     request-parsing cost once instead of once per item.
     """
     who = principal().require("runner")
-    body = schemas.load(schemas.BatchSchema, request)
+    return jsonify(_batch(who, schemas.load(schemas.BatchSchema, request)))
+
+
+def _batch(who, body, cfg=None):
     # Each item is decided on its own, as by the single routes: a refusal is reported in its
     # slot and changes no other item. On PostgreSQL the items nothing stands in the way of are
     # confirmed by one statement and claimed by one more (gate/batch.py); the rest, and
@@ -57,8 +60,8 @@ def batch():
     fast = {plain[j][0]: op for j, op in fast.items()}
     out = {"confirm": [{"operation": operation_dict(fast[i])} if i in fast else _item(lambda: _batch_confirm(who, item))
                        for i, item in enumerate(body["confirm"])],
-           "begin": [_slot(answer) for answer in gate.begin_many(who, body["begin"], _gate_config())]}
-    return jsonify(out)
+           "begin": [_slot(answer) for answer in gate.begin_many(who, body["begin"], _gate_config(cfg))]}
+    return out
 
 
 def _batch_confirm(who, item):
