@@ -55,6 +55,7 @@ def test_fast_routes_answer_as_flask_does(client, leased, flask_calls):
         assert (f.status_code, f.headers["Content-Type"]) == (s.status_code, s.headers["Content-Type"]) == (
             200, "application/json")
         assert _strip(f.get_json()) == _strip(s.get_json())
+        assert sorted(f.headers.keys()) == sorted(s.headers.keys())
         assert f.data.endswith(b"\n") and b'": ' not in f.data  # compact, as jsonify writes it
     events = client.get("/v1/operations/k-fast", headers=auth()).get_json()["events"]
     assert [e["detail"].get("n8n", {}).get("execution_id") for e in events] == ["77", "77"]
@@ -85,7 +86,9 @@ def test_fast_routes_pass_bad_bodies_and_other_requests_to_flask(client, leased,
     assert r.status_code == 415
     r = client.put("/v1/operations/begin", headers=auth(), json={})
     assert r.status_code == 405
-    assert len(flask_calls) == 4
+    r = client.post("/v1/operations/clé/confirm", headers=auth(), json={"fencing_token": leased, "remote_id": 1})
+    assert r.status_code == 404 and r.get_json()["error"]["code"] == "operation_not_found"
+    assert len(flask_calls) == 5
 
 
 @pytest.mark.parametrize("body", [

@@ -44,8 +44,10 @@ def install(app):
 
 def _route(path):
     """(read, act, key) for a hot path, or None. A key must be one the Flask route would take
-    as it is (no second ``/confirm`` inside it, the identifier grammar), else Flask decides."""
-    if not path.startswith(_PREFIX):
+    as it is (no second ``/confirm`` inside it, the identifier grammar), else Flask decides. A
+    path that is not ASCII is Flask's too: WSGI hands it over as Latin-1 text of its UTF-8
+    bytes, which Werkzeug decodes and a key read here would not be."""
+    if not path.startswith(_PREFIX) or not path.isascii():
         return None
     if path == _BEGIN:
         return fast_bodies.begin, _begin, None
