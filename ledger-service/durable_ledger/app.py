@@ -12,6 +12,7 @@ from .approvals import wait_routes as waits
 from .auth import load_bootstrap_tokens
 from .console import review_page
 from .console import views as console
+from .gate import fast_routes
 from .gate import routes as operations
 from .jobs import routes as jobs
 from .kernel import limits, logsetup, n8n_context
@@ -51,6 +52,7 @@ def create_app(config=None, init_schema=True):
     _install_request_lifecycle(app)
     _register_blueprints(app)
     register_error_handlers(app)
+    fast_routes.install(app)  # begin, batch, confirm and outcome without Flask when the request is plain
     log.info("ledger app ready %s", cfg.redacted())
     return app
 

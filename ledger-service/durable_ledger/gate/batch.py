@@ -9,9 +9,8 @@ from ..approvals import rules as approvals
 from ..kernel import states as S
 from ..kernel.errors import LedgerError
 from ..kernel.n8n_context import stamp
-from .request import MISSING, Answer, GateConfig
+from .request import Answer, GateConfig
 from .run import request, run
-from .summary import summary
 
 
 def begin_many(principal, bodies, config=None):
@@ -44,6 +43,6 @@ def _claims(reqs):
     """Every item for the one statement, with whether it may be claimed there (no approval could
     be needed); the statement itself leaves alone every key two items name (store/postgres.py)."""
     return [(i, req.job_id, req.operation_key, req.action, req.digest, req.fencing_token, req.target,
-             summary(req.payload) if req.payload is not MISSING else None,
+             req.summary,
              not approvals.may_need_approval(req.action, req.requires_approval), req.fields)
             for i, req in reqs.items()]

@@ -18,8 +18,6 @@ from ..kernel.fencing import check_fence
 from ..kernel.n8n_context import stamp
 from .decide import Facts, OpFacts
 from .mismatch import check_digest
-from .request import MISSING
-from .summary import summary
 
 
 @dataclass
@@ -64,7 +62,8 @@ def load(principal, req, now):
     tenant = principal.tenant
     job, lease, op, key, claimed = store.load_gate(
         tenant, req.job_id, req.operation_key, req.action,
-        lambda version: default_operation_key(tenant, req.job_id, version, req.action), _claim(principal, req, now))
+        lambda version: default_operation_key(tenant, req.job_id, version, req.action),
+        lambda: _claim(principal, req, now))
     if job is None:
         raise JobNotFound(f"no job '{req.job_id}' in tenant '{tenant}'", {"job_id": req.job_id})
     check_fence(lease, req.fencing_token)
@@ -86,9 +85,9 @@ def load(principal, req, now):
 
 def _claim(principal, req, now):
     """The claim the store may make while it loads (a new operation with nothing in its way), or
-    None when an approval could be needed: that is for the decision table to weigh."""
+    None when an approval could be needed: that is for the decision table to weigh. Built only
+    when the store asks (PostgreSQL's one-statement begin; SQLite's load never claims)."""
     if approvals.may_need_approval(req.action, req.requires_approval):
         return None
     return store.ClaimTemplate(req.action, req.digest, req.fencing_token, req.target, principal.actor,
-                               summary(req.payload) if req.payload is not MISSING else None, stamp({"attempt": 1}),
-                               req.config.default_max_attempts, now, req.fields)
+                               req.summary, stamp({"attempt": 1}), req.config.default_max_attempts, now, req.fields)

@@ -2,7 +2,10 @@
 speaks HTTP."""
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
+
+from .summary import summary as summarise
 
 MISSING = object()  # "no payload sent" (None is a payload)
 
@@ -27,6 +30,12 @@ class BeginRequest:
     reconcile: bool = True
     config: GateConfig = GateConfig()
     fields: dict | None = None  # per-top-level-field digests (gate/mismatch.py)
+
+    @cached_property
+    def summary(self):
+        """The stored request summary (gate/summary.py), computed once per request however many
+        claims or rounds ask for it, and never for a begin that stores no row."""
+        return summarise(self.payload) if self.payload is not MISSING else None
 
 
 @dataclass

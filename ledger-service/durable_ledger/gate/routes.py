@@ -17,14 +17,14 @@ from .answers import answer_dict
 bp = Blueprint("operations", __name__, url_prefix="/v1/operations")
 
 
-def _gate_config():
-    cfg = config()
+def _gate_config(cfg=None):
+    cfg = cfg or config()
     return gate.GateConfig(cfg.default_max_attempts, cfg.backoff_base_s, cfg.reconcile_claim_s)
 
 
-def _begin(who, body):
+def _begin(who, body, cfg=None):
     def decide():
-        return answer_dict(gate.begin(who, config=_gate_config(), **body))
+        return answer_dict(gate.begin(who, config=_gate_config(cfg), **body))
 
     # One durable.gate span with the decision (ids only, never the payload) when tracing is on.
     return decide() if tracing.tracer is None else tracing.gate(body, decide)
@@ -46,7 +46,10 @@ def batch():
     request-parsing cost once instead of once per item.
     """
     who = principal().require("runner")
-    body = schemas.load(schemas.BatchSchema, request)
+    return jsonify(_batch(who, schemas.load(schemas.BatchSchema, request)))
+
+
+def _batch(who, body, cfg=None):
     # Each item is decided on its own, as by the single routes: a refusal is reported in its
     # slot and changes no other item. On PostgreSQL the items nothing stands in the way of are
     # confirmed by one statement and claimed by one more (gate/batch.py); the rest, and
@@ -57,8 +60,8 @@ def batch():
     fast = {plain[j][0]: op for j, op in fast.items()}
     out = {"confirm": [{"operation": operation_dict(fast[i])} if i in fast else _item(lambda: _batch_confirm(who, item))
                        for i, item in enumerate(body["confirm"])],
-           "begin": [_slot(answer) for answer in gate.begin_many(who, body["begin"], _gate_config())]}
-    return jsonify(out)
+           "begin": [_slot(answer) for answer in gate.begin_many(who, body["begin"], _gate_config(cfg))]}
+    return out
 
 
 def _batch_confirm(who, item):

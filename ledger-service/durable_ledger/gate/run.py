@@ -35,7 +35,6 @@ from . import decide as D
 from .facts import check_stored, load, op_facts
 from .mismatch import field_digests
 from .request import MISSING, Answer, BeginRequest, GateConfig
-from .summary import summary
 
 ROUNDS = 4
 LOST_RACE = object()
@@ -156,7 +155,7 @@ def _new_op(principal, req, loaded, now, requires_approval=True):
     max_attempts = stored_budgets(job).get("max_attempts") or req.config.default_max_attempts
     return NewOp(principal.tenant, loaded.key, job.id, job.task_version, req.action, req.digest, req.fencing_token,
                  req.target, requires_approval, max_attempts, principal.actor,
-                 summary(req.payload) if req.payload is not MISSING else None, now, fields=req.fields)
+                 req.summary, now, fields=req.fields)
 
 
 def _spend(principal, job, req, approval):

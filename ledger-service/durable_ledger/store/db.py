@@ -19,7 +19,8 @@ from playhouse.pool import PooledDatabase, PooledPostgresqlDatabase
 # peewee: a unique index refusing a concurrent insert (the caller reads the winner's row), a
 # value the database refuses, and a connection that is gone.
 __all__ = ["DataError", "IntegrityError", "InterfaceError", "OperationalError", "bind_request_lifecycle", "close_all", "db",
-           "init_database", "is_pooled", "is_sqlite", "write_txn"]
+           "init_database", "is_pooled", "is_sqlite", "open_request_connection", "release_request_connection",
+           "write_txn"]
 
 db = DatabaseProxy()
 _bound_url = None
@@ -89,12 +90,22 @@ def bind_request_lifecycle(app):
 
     @app.before_request
     def _connect():
-        db.connect(reuse_if_open=True)
+        open_request_connection()
 
     @app.teardown_request
     def _close(_exc):
-        if not is_sqlite() and not db.is_closed():
-            db.close()
+        release_request_connection()
+
+
+def open_request_connection():
+    """The thread's connection for one request (the Flask hook above, gate/fast_routes.py)."""
+    db.connect(reuse_if_open=True)
+
+
+def release_request_connection():
+    """After a request: a PostgreSQL connection back to the pool; SQLite's stays open."""
+    if not is_sqlite() and not db.is_closed():
+        db.close()
 
 
 def close_all():

@@ -19,6 +19,7 @@ from .rows import (
     OP_COLS,
     JobGuard,
     LeaseView,
+    NewOp,
     dispatcher,
     job_model,
     json_codec,
@@ -120,8 +121,8 @@ def _execute(name, params):
 
 def load_gate(tenant, job_id, operation_key, action, claim):
     """(job, lease, operation, key, claimed operation or None) in one round trip; see `_BEGIN`.
-    ``claim`` (a `rows.ClaimTemplate`) or None: load only."""
-    c = claim
+    ``claim`` (a `rows.ClaimTemplate`, or a callable building one) or None: load only."""
+    c = claim() if callable(claim) else claim
     params = (tenant, job_id, operation_key, action, c is not None, c.digest if c else None,
               c.token if c else None, c.target if c else None, json_codec.db_value(c.summary) if c else None,
               c.now if c else 0.0, c.default_max_attempts if c else 1, c.actor if c else None,
@@ -276,15 +277,13 @@ def begin_many(tenant, claims, actor, now, detail, default_max_attempts):
               list(cols[6]), [json_codec.db_value(s) for s in cols[7]], default_max_attempts, now, actor,
               json_codec.db_value(detail), list(cols[8]), [json_codec.db_value(f) for f in cols[9]])
     by_ord = {c[0]: c for c in claims}
+    by = dispatcher(detail)
     out = {}
     for ord_, op_id, key, job_pk, version, max_attempts in _execute("durable_begin_many", params).fetchall():
         _o, _job_id, _key, action, digest, token, target, summary, _eligible, fields = by_ord[ord_]
-        out[ord_] = Operation(id=op_id, tenant=tenant, operation_key=key, job=job_pk, task_version=version,
-                              action=action, request_hash=digest, state="SENT", attempt=1, max_attempts=max_attempts,
-                              retryable=None, fencing_token=token, target=target, requires_approval=False,
-                              remote_id=None, receipt=None, last_error=None, request_summary=summary,
-                              reconcile_attempts=0, reconciling_until=None, evidence=None, created_at=now,
-                              updated_at=now, dispatched_by=dispatcher(detail), field_digests=fields)
+        new = NewOp(tenant, key, job_pk, version, action, digest, token, target, False, max_attempts, actor, summary,
+                    now, by, fields)
+        out[ord_] = new.model(op_id, "SENT")
     return out
 
 

@@ -55,13 +55,13 @@ class NewOp:
                 self.dispatched_by if state == "SENT" else None, json_codec.db_value(self.fields)]
 
     def model(self, op_id, state):
-        return Operation(id=op_id, tenant=self.tenant, operation_key=self.key, job=self.job_pk,
-                         task_version=self.task_version, action=self.action, request_hash=self.digest, state=state,
-                         attempt=1, max_attempts=self.max_attempts, retryable=None, fencing_token=self.token,
-                         target=self.target, requires_approval=bool(self.requires_approval), remote_id=None,
-                         receipt=None, last_error=None, request_summary=self.summary, reconcile_attempts=0,
-                         reconciling_until=None, evidence=None, created_at=self.now, updated_at=self.now,
-                         dispatched_by=self.dispatched_by if state == "SENT" else None, field_digests=self.fields)
+        return _built(Operation, dict(
+            id=op_id, tenant=self.tenant, operation_key=self.key, job=self.job_pk, task_version=self.task_version,
+            action=self.action, request_hash=self.digest, state=state, attempt=1, max_attempts=self.max_attempts,
+            retryable=None, fencing_token=self.token, target=self.target, requires_approval=bool(self.requires_approval),
+            remote_id=None, receipt=None, last_error=None, request_summary=self.summary, reconcile_attempts=0,
+            reconciling_until=None, evidence=None, created_at=self.now, updated_at=self.now,
+            dispatched_by=self.dispatched_by if state == "SENT" else None, field_digests=self.fields))
 
 
 @dataclass(frozen=True)
@@ -108,9 +108,17 @@ def dispatcher(detail):
     return (n8n or {}).get("execution_id")
 
 
+def _built(model, data):
+    """A model instance holding ``data`` (every field, by name), as ``model(**data)`` builds it but
+    without a descriptor call per field: rows are built on every gate call."""
+    obj = model.__new__(model)
+    obj.__data__, obj._dirty, obj.__rel__ = data, set(data), {}
+    return obj
+
+
 def job_model(values):
-    return Job(**{f.name: f.python_value(v) for f, v in zip(_JOB_FIELDS, values)})
+    return _built(Job, {f.name: f.python_value(v) for f, v in zip(_JOB_FIELDS, values)})
 
 
 def op_model(values):
-    return Operation(**{f.name: f.python_value(v) for f, v in zip(_OP_FIELDS, values)})
+    return _built(Operation, {f.name: f.python_value(v) for f, v in zip(_OP_FIELDS, values)})

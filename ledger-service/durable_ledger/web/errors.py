@@ -22,7 +22,7 @@ COUNTED_REFUSALS = {"stale_fencing_token", "forbidden", "site_not_allowed", "pha
 MAX_ERROR_BYTES = 16 * 1024  # an error answer's JSON; details past it are dropped, code and message kept
 
 
-def _bounded(answer):
+def bounded(answer):
     """The schemas list at most 50 field errors (api/schemas.cap_messages); this is the
     backstop for any other refusal whose details grow with the input."""
     if len(json.dumps(answer, default=str)) <= MAX_ERROR_BYTES:
@@ -38,7 +38,7 @@ def register_error_handlers(app):
         if exc.code in COUNTED_REFUSALS and "principal" in g and not exc.recorded:
             record_refusal(g.principal.tenant, None, g.principal.actor, exc.code,
                            {"path": request.path, **{k: v for k, v in exc.details.items() if k != "fields"}})
-        return jsonify(_bounded(exc.to_dict())), exc.http_status
+        return jsonify(bounded(exc.to_dict())), exc.http_status
 
     @app.errorhandler(404)
     def _not_found(_exc):

@@ -1,0 +1,162 @@
+"""The hot routes without Flask: begin, batch, confirm and outcome as a thin WSGI handler in front of the app.
+
+A gated step is two requests (begin, then confirm or outcome, or a share of two batches), and most of what a request cost
+was Werkzeug's request and response objects, Flask's dispatch and marshmallow, none of which
+protects anything the gate does not check again. This handler answers exactly those requests
+when they are plain: ``POST`` to the exact path, no query string, a JSON body with a
+Content-Length within the body limit, and a body that gate/fast_bodies.py reads as the schema
+would. Everything else (another route or method, a form, a chunked or oversized body, a body the
+schema might refuse, tracing on) goes to the Flask app untouched, which answers it as before:
+so every refusal of a bad request is still the schema's, word for word.
+
+What it does itself is what the Flask route does for a good body: the same database connection
+per request, the same n8n provenance, the same token check (401 / 403 through the same error
+answer, the same audit rows for counted refusals), the same gate call and the same JSON.
+"""
+
+import io
+import logging
+
+from werkzeug.http import HTTP_STATUS_CODES
+
+from ..auth import authenticate, bearer_from_header
+from ..kernel import limits, n8n_context
+from ..kernel.errors import InvalidValue, LedgerError
+from ..store.audit import record_refusal
+from ..store.db import DataError, open_request_connection, release_request_connection
+from ..web import tracing
+from ..web.errors import COUNTED_REFUSALS, bounded
+from . import fast_bodies
+from . import outcomes as ops
+from . import routes
+
+log = logging.getLogger("durable_ledger")
+
+_PREFIX = "/v1/operations/"
+_BEGIN = _PREFIX + "begin"
+_BATCH = _PREFIX + "batch"
+
+
+def install(app):
+    """Put the handler in front of ``app`` (after tracing's middleware would be: it is off then)."""
+    app.wsgi_app = FastGate(app, app.wsgi_app)
+
+
+def _route(path):
+    """(read, act, key) for a hot path, or None. A key must be one the Flask route would take
+    as it is (no second ``/confirm`` inside it, the identifier grammar), else Flask decides. A
+    path that is not ASCII is Flask's too: WSGI hands it over as Latin-1 text of its UTF-8
+    bytes, which Werkzeug decodes and a key read here would not be."""
+    if not path.startswith(_PREFIX) or not path.isascii():
+        return None
+    if path == _BEGIN:
+        return fast_bodies.begin, _begin, None
+    if path == _BATCH:
+        return fast_bodies.batch, _batch, None
+    for suffix, read, act in (("/confirm", fast_bodies.confirm, _confirm), ("/outcome", fast_bodies.outcome, _outcome)):
+        if path.endswith(suffix):
+            key = path[len(_PREFIX):-len(suffix)]
+            if "/confirm" in key or "/outcome" in key or limits.id_problem(key, 512):
+                return None
+            return read, act, key
+    return None
+
+
+def _begin(who, _key, body, cfg):
+    return routes._begin(who, body, cfg)
+
+
+def _batch(who, _key, body, cfg):
+    return routes._batch(who, body, cfg)
+
+
+def _confirm(who, key, b, _cfg):
+    routes._check_cost(who, key, b["cost"])
+    return routes._op_dict(ops.confirm(who, key, b["fencing_token"], b["remote_id"], b["receipt"], b["cost"]))
+
+
+def _outcome(who, key, b, _cfg):
+    routes._check_cost(who, key, b["cost"])
+    kind, op = ops.record_outcome(who, key, **b)
+    return {"classification": kind, **routes._op_dict(op)}
+
+
+def _plain_json(environ, max_bytes):
+    """The body's length if the request is one this handler may take, else None."""
+    if environ.get("QUERY_STRING") or environ.get("SCRIPT_NAME") or environ.get("HTTP_TRANSFER_ENCODING"):
+        return None
+    mimetype = environ.get("CONTENT_TYPE", "").split(";", 1)[0].strip().lower()
+    length = environ.get("CONTENT_LENGTH", "")
+    if mimetype != "application/json" or not length.isdigit() or not 0 < int(length) <= max_bytes:
+        return None
+    return int(length)
+
+
+class FastGate:
+    def __init__(self, app, fallback):
+        self.app, self.fallback = app, fallback
+
+    def __call__(self, environ, start_response):
+        path = environ.get("PATH_INFO", "")
+        hot = _route(path) if environ.get("REQUEST_METHOD") == "POST" and tracing.tracer is None else None
+        cfg = self.app.config["DURABLE"]
+        length = _plain_json(environ, cfg.max_body_bytes) if hot else None
+        if length is None:
+            return self.fallback(environ, start_response)
+        raw = environ["wsgi.input"].read(length)
+        environ["wsgi.input"] = io.BytesIO(raw)  # for Flask, if the body is not one to take here
+        body = _read(raw, hot[0], cfg)
+        if body is None:
+            return self.fallback(environ, start_response)
+        status, out = self._answer(environ, path, hot, body, cfg)
+        data = (self.app.json.dumps(out, **_dump_args(self.app)) + "\n").encode()
+        start_response(f"{status} {HTTP_STATUS_CODES[status].upper()}",
+                       [("Content-Type", "application/json"), ("Content-Length", str(len(data)))])
+        return [data]
+
+    def _answer(self, environ, path, hot, body, cfg):
+        """(status, JSON) for a body already read: the route's answer or its error answer."""
+        who = None
+        open_request_connection()
+        try:
+            n8n_context.set_execution(environ.get("HTTP_X_N8N_EXECUTION_ID"), environ.get("HTTP_X_N8N_WORKFLOW_ID"))
+            who = authenticate(bearer_from_header(environ.get("HTTP_AUTHORIZATION")), cfg.token_cache_ttl_s)
+            return 200, hot[1](who.require("runner"), hot[2], body, cfg)
+        except LedgerError as exc:
+            return exc.http_status, _error(exc, who, path)
+        except DataError as exc:  # as web/errors.py: the caller's value, never the driver's text
+            log.warning("database refused a value on POST %s: %s", path, type(exc).__name__)
+            return 422, InvalidValue("a value does not fit the database column it is stored in",
+                                     {"driver_error": type(exc).__name__}).to_dict()
+        except Exception:
+            if self.app.config.get("PROPAGATE_EXCEPTIONS") or self.app.testing or self.app.debug:
+                raise
+            log.exception("Exception on %s [POST]", path)
+            return 500, {"error": {"code": "internal_error", "message": "internal error; see the service log",
+                                   "details": {}}}
+        finally:
+            release_request_connection()
+
+
+def _read(raw, read, cfg):
+    try:
+        data = limits.parse_json(raw)
+    except LedgerError:
+        return None
+    return read(data, cfg) if isinstance(data, dict) else None
+
+
+def _error(exc, who, path):
+    """web/errors.py's answer for ``exc``, and its audit row for a counted refusal."""
+    if exc.code in COUNTED_REFUSALS and who is not None and not exc.recorded:
+        record_refusal(who.tenant, None, who.actor, exc.code,
+                       {"path": path, **{k: v for k, v in exc.details.items() if k != "fields"}})
+    return bounded(exc.to_dict())
+
+
+def _dump_args(app):
+    """What Flask's JSON response passes to dumps: compact unless the app is in debug."""
+    compact = app.json.compact
+    if (compact is None and app.debug) or compact is False:
+        return {"indent": 2, "separators": (", ", ": ")}
+    return {"separators": (",", ":")}
