@@ -219,24 +219,32 @@ def test_resume_url_down_is_retried_with_backoff_then_delivered_once(client, hal
     port = n8n.port
     n8n.stop()  # n8n is down when the approver decides
     approve(key, digest)
-    assert deliver(n8n)["retry"] == 1
+    # Bounds from clocks read around each call, never a fixed margin: a loaded machine may take
+    # any time between two lines, and the backoff (1 s, then 2 s) must still read as doubled.
+    slow = {"backoff_s": 1.0, "backoff_max_s": 4.0}
+    t0 = time.time()
+    assert deliver(n8n, **slow)["retry"] == 1
+    t1 = time.time()
     (d,) = deliveries()
-    assert (d.state, d.attempts) == ("pending", 1) and d.next_attempt_at > time.time()
+    assert (d.state, d.attempts) == ("pending", 1) and t0 + 1.0 <= d.next_attempt_at <= t1 + 1.0
     assert d.last_error["error"] == "ConnectionError"
-    assert deliver(n8n)["retry"] == 0  # not due yet: backoff
-    time.sleep(0.06)
-    assert deliver(n8n)["retry"] == 1
+    if time.time() < d.next_attempt_at:
+        assert deliver(n8n, **slow)["retry"] == 0  # not due yet: backoff
+    time.sleep(max(0.0, d.next_attempt_at - time.time()) + 0.01)
+    t2 = time.time()
+    assert deliver(n8n, **slow)["retry"] == 1
+    t3 = time.time()
     (d,) = deliveries()
-    assert d.attempts == 2 and d.next_attempt_at - time.time() > 0.05  # doubled
+    assert d.attempts == 2 and t2 + 2.0 <= d.next_attempt_at <= t3 + 2.0  # doubled
 
     back = _restart_on(port)  # n8n is back on the same address
     try:
-        deadline = time.time() + 5
+        deadline = time.time() + 10
         while not back.calls and time.time() < deadline:
-            deliver(back)
+            deliver(back, **slow)
             time.sleep(0.05)
         for _ in range(3):
-            deliver(back)
+            deliver(back, **slow)
         assert len(back.calls) == 1
         (d,) = deliveries()
         assert (d.state, d.attempts) == ("delivered", 3)
