@@ -20,6 +20,7 @@ never a 500 and never a guessed limit.
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from typing import Callable
 
@@ -231,6 +232,92 @@ def anything(value):
     return value
 
 
+@dataclass(frozen=True)
+class OneOf:
+    """A string among ``choices`` (marshmallow's OneOf), or None when ``nullable``."""
+
+    choices: tuple
+    nullable: bool = False
+
+    def __call__(self, value):
+        if value is None:
+            return _null(self.nullable)
+        if value not in self.choices:
+            raise Problem(f"Must be one of: {', '.join(self.choices)}.")
+        return value
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """A string that matches ``regex`` in full, or None when ``nullable``."""
+
+    regex: str
+    message: str = "String does not match expected pattern."
+    nullable: bool = False
+
+    def __call__(self, value):
+        if value is None:
+            return _null(self.nullable)
+        if not isinstance(value, str):
+            raise Problem("Not a valid string.")
+        if re.fullmatch(self.regex, value) is None:
+            raise Problem(self.message)
+        return value
+
+
+@dataclass(frozen=True)
+class ListOf:
+    """A list of at most ``hi`` items, each checked by ``item``."""
+
+    item: Callable
+    hi: int
+
+    def __call__(self, value):
+        if value is None:
+            raise Problem(NULL)
+        if not isinstance(value, (list, tuple)):
+            raise Problem("Not a valid list.")
+        errors, out = {}, []
+        for i, v in enumerate(value):
+            try:
+                out.append(self.item(v))
+            except Problem as exc:
+                errors[i] = exc.messages
+        if errors:
+            raise Problem(errors)
+        if len(out) > self.hi:
+            raise Problem(f"Longer than maximum length {self.hi}.")
+        return out
+
+
+def record(fields):
+    """A nested object with exactly ``fields`` (name -> check); a missing field is not checked."""
+    def check(value):
+        if not isinstance(value, dict):
+            raise Problem({"_schema": ["Invalid input type."]})
+        out, errors = {}, {}
+        for name, v in value.items():
+            try:
+                if name not in fields:
+                    raise Problem(UNKNOWN)
+                out[name] = fields[name](v)
+            except Problem as exc:
+                errors[name] = exc.messages
+        if errors:
+            raise Problem(errors)
+        return out
+    return check
+
+
+SHA256 = Pattern(r"[0-9a-f]{64}", "sha256 must be 64 hex digits")
+DIGEST = Pattern(r"[0-9a-f]{64}")
+INT32 = Number(int, INT32_MIN, INT32_MAX, strict=True)
+KEY_TEXT = Text(1, 255)
+N8N_ID = Pattern(r"[A-Za-z0-9_.:-]{1,64}", "must be 1-64 of A-Z a-z 0-9 _ . : -", nullable=True)
+ARTIFACT = record({"role": KEY_TEXT, "uri": Text(1, 2048), "sha256": SHA256})
+EXPECTED_ARTIFACT = record({"role": KEY_TEXT, "sha256": SHA256, "uri": Text(1, 2048)})
+
+
 # Each body as its route reads it: field -> check, and the fields whose size is limited.
 TOKEN_FIELD = {"fencing_token": FENCING_TOKEN}
 BODIES = {
@@ -245,8 +332,38 @@ BODIES = {
     "fail": {**TOKEN_FIELD, "retryable": boolean, "error": mapping},
     "unknown": {**TOKEN_FIELD, "error": mapping},
     "cancel": {"reason": REASON},
+    # The calls beyond the step cycle (client/ledger.py builds these bodies; web/schemas.py and the
+    # agents and approvals routes hold the same rules as marshmallow schemas).
+    "version": {**TOKEN_FIELD, "task_version": Number(int, 1, INT32_MAX, strict=True, nullable=True)},
+    "outcome": {**TOKEN_FIELD, "http_status": Number(int, 100, 599, strict=True, nullable=True),
+                "error_kind": OneOf(("timeout", "connection_reset", "connection_refused", "dns"), nullable=True),
+                "remote_id": remote_id, "receipt": mapping, "error": mapping, "cost": COST},
+    "lookup": {**TOKEN_FIELD, "attempt": Number(int, 1, INT32_MAX, strict=True),
+               "result": OneOf(("found", "absent", "undecidable")), "remote_id": remote_id, "receipt": mapping,
+               "evidence": mapping},
+    "checkpoint": {**TOKEN_FIELD, "phase": PHASE, "task_version": TASK_VERSION, "artifacts": ListOf(ARTIFACT, 1000),
+                   "remote": mapping, "next_allowed_actions": ListOf(KEY_TEXT, 1000),
+                   "approval_status": Text(None, 64, nullable=True)},
+    "wait": {"fencing_token": Number(int, 0, INT32_MAX, strict=True), "resume_url": Text(1, 2048),
+             "execution_id": N8N_ID, "workflow_id": N8N_ID},
+    "approve": {"content_digest": DIGEST, "expires_in_s": Number(int, 60, 90 * 86400, strict=False, nullable=True),
+                "note": Text(None, 2000, nullable=True)},
+    "deny": {"content_digest": DIGEST, "reason": Text(1, 2000)},
+    "bind": {"session_id": KEY_TEXT},
+    "sync": {"fencing_token": Number(int, INT32_MIN, INT32_MAX, strict=True, nullable=True),
+             "answer_actions": boolean, "rebuild_stream": boolean, "expected_artifacts": ListOf(EXPECTED_ARTIFACT, 1000)},
 }
-SIZED = {"receipt", "error"}  # at most max_receipt_bytes of canonical JSON each
+def required_remote_id(value):
+    """remote_id where the schema requires it and allows no null (a batch's confirm)."""
+    if value is None:
+        raise Problem(NULL)
+    return remote_id(value)
+
+
+BODIES["batch_confirm"] = {"operation_key": Text(grammar=_identifier(512)), **BODIES["confirm"],
+                           "remote_id": required_remote_id}
+BODIES["batch"] = {"confirm": ListOf(record(BODIES["batch_confirm"]), 100), "begin": ListOf(record(BODIES["begin"]), 100)}
+SIZED = {"receipt", "error", "evidence"}  # at most max_receipt_bytes of canonical JSON each
 
 
 def encode(body):
