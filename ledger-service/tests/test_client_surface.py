@@ -317,3 +317,54 @@ def test_surface_session_binding_and_sync(stack, ledger, other, stranger):
     refused(SessionNotBound, ledger.job(jid("unbound"), owner="w").sync_session)
     refused(ValidationFailed, ledger.bind_session, second, "")
     refused(JobNotFound, stranger.session, job_id)
+
+
+def test_surface_refusals_are_the_same_in_detail(stack):
+    """The same bad call through each transport: the same class, code and details (as JSON)."""
+    import json
+
+    LocalLedger(stack.url, tenant="acme", migrate=False)
+    local, http = make(stack, "local"), make(stack, "http")
+    boss_local, boss_http = make(stack, "local", role="approver"), make(stack, "http", role="approver")
+    job_id = jid("details")
+    job_l = local.job(job_id, owner="w")
+    job_h = http.job(job_id, owner="w")
+    assert job_l.fencing_token == job_h.fencing_token
+    key = f"acme:{job_id}:v1:publish"
+    with pytest.raises(Halted):
+        with job_l.step("publish", {"p": 1}, target="wordpress:test", requires_approval=True):
+            pass
+    sha = hashlib.sha256(b"x").hexdigest()
+    calls = [
+        (lambda j, b: j.new_version(0)),
+        (lambda j, b: j.outcome(key, http_status=99)),
+        (lambda j, b: j.outcome(key, error_kind="grue")),
+        (lambda j, b: j.lookup_result(key, 0, "maybe")),
+        (lambda j, b: j.batch(begin=[{"action": f"x{i}"} for i in range(101)])),
+        (lambda j, b: j.batch(confirm=[{"operation_key": key}])),
+        (lambda j, b: j.checkpoint("")),
+        (lambda j, b: j.checkpoint("p", artifacts=[{"role": "r", "uri": "u", "sha256": "no"}])),
+        (lambda j, b: j.checkpoint("p", remote={"token": SECRET})),
+        (lambda j, b: j.wait_for_approval(key, "http://127.0.0.1:9/r", execution_id="bad id!")),
+        (lambda j, b: j.wait_for_approval(key, "http://203.0.113.9/resume")),
+        (lambda j, b: j.ledger.approve(key, sha)),
+        (lambda j, b: b.approve(key, sha, expires_in_s=5)),
+        (lambda j, b: b.approve(key, sha)),
+        (lambda j, b: b.deny(key, sha, "")),
+        (lambda j, b: j.ledger.pending_approvals()),
+        (lambda j, b: j.ledger.put_artifact(b"x", sha256="ABC")),
+        (lambda j, b: j.ledger.put_artifact(b"y", sha256=sha)),
+        (lambda j, b: j.ledger.artifact(hashlib.sha256(b"never").hexdigest())),
+        (lambda j, b: j.bind_session("")),
+        (lambda j, b: j.sync_session()),
+    ]
+    for i, call in enumerate(calls):
+        seen = []
+        for job, boss in ((job_l, boss_local), (job_h, boss_http)):
+            with pytest.raises(LedgerError) as info:
+                call(job, boss)
+            exc = info.value
+            seen.append((type(exc), exc.code, exc.http_status, json.loads(json.dumps(exc.details))))
+        assert seen[0] == seen[1], (i, seen)
+    for client in (local, http, boss_local, boss_http):
+        client.close()

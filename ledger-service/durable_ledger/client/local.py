@@ -1,10 +1,10 @@
 """LocalLedger: the client API over the features, in this process, no HTTP.
 
-The same calls the HTTP views make (jobs.jobs, jobs.leases, gate.begin, gate.outcomes),
-on the same tables, after the same boundary checks (durable_ledger/kernel/checks.py, on the bodies
-HttpLedger would send: ledger.py builds them). Connections are peewee's: one
-per thread. A pooled database (PostgreSQL) gets each connection back after every call the
-client opened it for; SQLite keeps the thread's connection open, as the server does.
+The same calls the HTTP views make (jobs.jobs, jobs.leases, gate.begin, gate.outcomes here;
+the rest of the surface in local_calls.py), on the same tables, after the same boundary checks
+(durable_ledger/kernel/checks.py, on the bodies HttpLedger would send: bodies.py builds them).
+Connections are peewee's: one per thread. A pooled database (PostgreSQL) gets each connection
+back after every call the client opened it for; SQLite keeps the thread's connection open, as the server does.
 
 The store's database is one per process (store.db.db, a proxy bound by init_database): every
 LocalLedger of a process uses the same database, and a call refuses to run if something bound

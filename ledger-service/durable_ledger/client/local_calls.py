@@ -11,6 +11,7 @@ from ..gate import lookup, replies
 from ..jobs import checkpoints, jobs
 from ..jobs.serialize import checkpoint_dict, job_dict
 from ..kernel import checks
+from ..kernel.errors import ValidationFailed
 from .answers import gate_answer
 from .calls import Batch
 from .ledger import GateAnswer
@@ -117,7 +118,7 @@ class LocalCalls:
         artifacts, _, _ = _agents()
         who = self._who("runner")
         if sha256 is not None and not artifacts.SHA_RE.match(sha256):
-            checks.refuse("sha256", "X-Content-SHA256 must be 64 lowercase hex digits")
+            raise ValidationFailed("X-Content-SHA256 must be 64 lowercase hex digits", {"field": "sha256"})
         with self._session():
             sha, size, created = artifacts.put_stream(who.tenant, io.BytesIO(data), sha256,
                                                       max_bytes=self.config.max_artifact_bytes,

@@ -335,7 +335,7 @@ BODIES = {
     # The calls beyond the step cycle (client/ledger.py builds these bodies; web/schemas.py and the
     # agents and approvals routes hold the same rules as marshmallow schemas).
     "version": {**TOKEN_FIELD, "task_version": Number(int, 1, INT32_MAX, strict=True, nullable=True)},
-    "outcome": {**TOKEN_FIELD, "http_status": Number(int, 100, 599, strict=True, nullable=True),
+    "outcome": {**TOKEN_FIELD, "http_status": Number(int, 100, 599, nullable=True),
                 "error_kind": OneOf(("timeout", "connection_reset", "connection_refused", "dns"), nullable=True),
                 "remote_id": remote_id, "receipt": mapping, "error": mapping, "cost": COST},
     "lookup": {**TOKEN_FIELD, "attempt": Number(int, 1, INT32_MAX, strict=True),
@@ -381,6 +381,7 @@ def body(kind, value, max_body_bytes, max_receipt_bytes):
     if size > max_body_bytes:
         raise PayloadTooLarge(f"the request body is larger than {max_body_bytes} bytes", {"max_bytes": max_body_bytes})
     values(value, "$", 0)
+    _counts(kind, value)
     out, errors = {}, {}
     for name, check in BODIES[kind].items():
         if name not in value:
@@ -394,6 +395,15 @@ def body(kind, value, max_body_bytes, max_receipt_bytes):
     for name in SIZED & set(out):
         sized(name, out[name], max_receipt_bytes)
     return out
+
+
+def _counts(kind, value):
+    """A list's item limit on the raw body, before any item is checked (web/refusals.py check_counts)."""
+    for name, check in BODIES[kind].items():
+        items = value.get(name)
+        if isinstance(check, ListOf) and isinstance(items, list) and len(items) > check.hi:
+            raise ValidationFailed(f"{name} has {len(items)} items; at most {check.hi} are taken",
+                                   {"fields": {name: [f"at most {check.hi} items"]}, "max_items": check.hi})
 
 
 def sized(field, value, limit):
