@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from .. import gate
 from ..auth import Principal
 from ..gate import outcomes as ops
+from ..gate import replies
 from ..jobs import jobs, leases, lifecycle
 from ..jobs import operations as job_ops
 from ..jobs.serialize import job_dict, lease_dict, operation_dict
@@ -167,7 +168,7 @@ class LocalLedger(LocalCalls, Ledger):
         token = b["fencing_token"]
         with self._session():
             if kind == "confirm":
-                checks.cost_total(b["cost"], lambda: job_ops.get_operation(self.principal.tenant, key).job.cost)
+                replies.check_cost(self.principal, key, b["cost"])
                 op = ops.confirm(self.principal, key, token, b["remote_id"], b["receipt"], b["cost"])
             elif kind == "fail":
                 op = ops.fail(self.principal, key, token, b["retryable"], b["error"])

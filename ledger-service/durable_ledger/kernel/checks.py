@@ -220,6 +220,13 @@ def remote_id(value):
     return value
 
 
+def required_remote_id(value):
+    """remote_id where the schema requires it and allows no null (a batch's confirm)."""
+    if value is None:
+        raise Problem(NULL)
+    return remote_id(value)
+
+
 def mapping(value):
     if value is None:
         raise Problem(NULL)
@@ -353,13 +360,6 @@ BODIES = {
     "sync": {"fencing_token": Number(int, INT32_MIN, INT32_MAX, strict=True, nullable=True),
              "answer_actions": boolean, "rebuild_stream": boolean, "expected_artifacts": ListOf(EXPECTED_ARTIFACT, 1000)},
 }
-def required_remote_id(value):
-    """remote_id where the schema requires it and allows no null (a batch's confirm)."""
-    if value is None:
-        raise Problem(NULL)
-    return remote_id(value)
-
-
 BODIES["batch_confirm"] = {"operation_key": Text(grammar=_identifier(512)), **BODIES["confirm"],
                            "remote_id": required_remote_id}
 BODIES["batch"] = {"confirm": ListOf(record(BODIES["batch_confirm"]), 100), "begin": ListOf(record(BODIES["begin"]), 100)}
@@ -455,13 +455,6 @@ def _text(text, where):
         what = "NUL character" if m.group() == "\x00" else "lone surrogate"
         raise InvalidValue(f"a string contains a {what}, which cannot be stored",
                            {"path": where, "codepoint": f"U+{ord(m.group()):04X}"})
-
-
-def cost_total(value, job_cost):
-    """A confirm's cost may not take the job's total past MAX_JOB_COST (``job_cost``: a callable)."""
-    if value and job_cost() + value > MAX_JOB_COST:
-        raise InvalidValue(f"the job's cost total would pass {MAX_JOB_COST:g}",
-                           {"field": "cost", "max_total": MAX_JOB_COST})
 
 
 def stored_budgets(job, names=GATE_BUDGETS):
