@@ -305,6 +305,13 @@ def test_surface_session_binding_and_sync(stack, ledger, other, stranger):
     synced = job.sync_session()
     assert synced["session_id"] == session_id and synced["item_count"] == 3
     assert other.job(job_id, owner="worker-a").sync_session()["item_count"] == 3
+    stored = ledger.put_artifact(f"report {job_id}".encode())
+    missing = hashlib.sha256(b"not there").hexdigest()
+    evidence = job.sync_session(expected_artifacts=[{"role": "report", "sha256": stored["sha256"]},
+                                                    {"role": "chart", "sha256": missing}])["artifacts"]
+    assert evidence["verified"] is False and evidence["may_advance"] is False
+    assert evidence["problems"] == [{"role": "chart", "sha256": missing, "problem": "missing"}]
+    refused(ValidationFailed, job.sync_session, expected_artifacts=[{"role": "chart", "sha256": "x"}])
     # A second job bound after it was created (PUT /v1/jobs/{id}/session).
     second_session, second = f"sess_{uuid.uuid4().hex[:8]}", jid("session")
     stack.standin.add_session(second_session)
