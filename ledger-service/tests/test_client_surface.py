@@ -19,7 +19,8 @@ from durable_ledger.client import Halted, HttpLedger, LedgerError, LocalLedger, 
 from durable_ledger.client.calls import Batch
 from durable_ledger.client.ledger import GateAnswer
 from durable_ledger.kernel.errors import (ArtifactNotFound, ContentChanged, DigestMismatch, Forbidden, JobNotFound,
-                                          SecretInCheckpoint, SessionNotBound, SessionNotFound, ValidationFailed)
+                                          NotFound, SecretInCheckpoint, SessionNotBound, SessionNotFound,
+                                          ValidationFailed)
 from durable_ledger.store.db import db
 from durable_ledger.store.models import AuditLog, Job, Operation
 from servers import LedgerServer
@@ -296,6 +297,42 @@ def test_surface_approvals_and_waits(ledger, other, approver, stack, transport):
     assert audited(job_id, "approval_granted") == 1 and len(job.waits()) == 1
 
 
+def test_surface_grant_and_revoke_an_approval_by_digest(ledger, other, approver, stack, transport):
+    from datetime import datetime, timedelta, timezone
+
+    job_id = jid("grant")
+    job = ledger.job(job_id, owner="worker-a")
+    with pytest.raises(Halted) as blocked:
+        with job.step("publish", {"post": 2}, target="wordpress:test", requires_approval=True):
+            pass
+    digest = other.operation(blocked.value.operation_key)["request_hash"]
+    until = datetime.now(timezone.utc) + timedelta(hours=1)
+    refused(Forbidden, ledger.grant_approval, job_id, 1, "publish", digest, "wordpress:test", until)
+    refused(ValidationFailed, approver.grant_approval, job_id, 1, "publish", digest, "wordpress:test", "tomorrow")
+    refused(ValidationFailed, approver.grant_approval, job_id, 1, "publish", "beef", "wordpress:test", until)
+    refused(ValidationFailed, approver.grant_approval, job_id, 1, "publish", digest, "wordpress:test",
+            "9999-12-31T23:59:59-12:00")
+    refused(JobNotFound, approver.grant_approval, jid("nojob"), 1, "publish", digest, "wordpress:test", until)
+    # Granted through one transport, revoked through the other, read back by the gate.
+    granted = approver.grant_approval(job_id, 1, "publish", digest, "wordpress:test", until, note="pre-approved")
+    assert granted["content_digest"] == digest and granted["note"] == "pre-approved"
+    boss = make(stack, "http" if transport == "local" else "local", actor="boss-2", role="approver")
+    revoked = boss.revoke_approval(granted["id"])
+    assert revoked["id"] == granted["id"] and revoked["revoked_at"] is not None
+    with pytest.raises(Halted):
+        with job.step("publish", {"post": 2}, target="wordpress:test", requires_approval=True):
+            pass
+    again = boss.grant_approval(job_id, 1, "publish", digest, "wordpress:test", until.isoformat())
+    with job.step("publish", {"post": 2}, target="wordpress:test", requires_approval=True) as step:
+        assert step.decision == "dispatch"
+        step.confirm("p-2")
+    refused(NotFound, approver.revoke_approval, 2**31 - 1)
+    refused(ValidationFailed, approver.revoke_approval, "1")
+    refused(Forbidden, ledger.revoke_approval, again["id"])
+    boss.close()
+    assert audited(job_id, "approval_granted") == 2 and audited(job_id, "approval_revoked") == 1
+
+
 def test_surface_session_binding_and_sync(stack, ledger, other, stranger):
     session_id, job_id = f"sess_{uuid.uuid4().hex[:8]}", jid("session")
     stack.standin.add_session(session_id, items=[message_item(i) for i in range(3)])
@@ -358,6 +395,10 @@ def test_surface_refusals_are_the_same_in_detail(stack):
         (lambda j, b: b.approve(key, sha, expires_in_s=5)),
         (lambda j, b: b.approve(key, sha)),
         (lambda j, b: b.deny(key, sha, "")),
+        (lambda j, b: b.grant_approval(j.job_id, 1, "publish", sha, "wordpress:test", "not a date")),
+        (lambda j, b: b.grant_approval(j.job_id, 0, "publish", sha, None, "2030-01-01T00:00:00Z")),
+        (lambda j, b: j.ledger.grant_approval(j.job_id, 1, "publish", sha, "wordpress:test", "2030-01-01")),
+        (lambda j, b: b.revoke_approval(2**31 - 1)),
         (lambda j, b: j.ledger.pending_approvals()),
         (lambda j, b: j.ledger.put_artifact(b"x", sha256="ABC")),
         (lambda j, b: j.ledger.put_artifact(b"y", sha256=sha)),

@@ -7,6 +7,7 @@ from ..jobs.jobs import get_job
 from ..jobs.serialize import approval_dict, iso, operation_dict
 from ..kernel import n8n_context
 from . import decisions, preview
+from . import rules as approval_rules
 from . import waits as approval_waits
 
 
@@ -38,6 +39,19 @@ def pending(principal):
                     "denial": decisions.denial_dict(w["denial"]) if w["denial"] else None,
                     "asked_at": iso(w["op"].created_at)})
     return out
+
+
+def grant(principal, job_id, task_version, action, content_digest, target, expires_at, note=None):
+    """POST /v1/approvals: an approval by digest, before (or without) a halted step."""
+    principal.require("approver")
+    return approval_dict(approval_rules.grant(principal, job_id, task_version, action, content_digest, target,
+                                              expires_at, note))
+
+
+def revoke(principal, approval_id):
+    """DELETE /v1/approvals/{id}."""
+    principal.require("approver")
+    return approval_dict(approval_rules.revoke(principal, approval_id))
 
 
 def resume_hosts(cfg):

@@ -4,11 +4,9 @@ from flask import Blueprint, jsonify, request
 from marshmallow import fields, validate
 
 from ..jobs import report
-from ..jobs.serialize import approval_dict
 from ..web import schemas
 from ..web.context import config, principal
 from . import calls, decisions
-from . import rules as approvals
 
 bp = Blueprint("approvals", __name__)
 
@@ -54,15 +52,14 @@ def pending():
 def grant():
     who = principal().require("approver")
     b = schemas.load(schemas.ApprovalSchema, request)
-    a = approvals.grant(who, b["job_id"], b["task_version"], b["action"], b["content_digest"], b["target"],
-                        b["expires_at"], b["note"])
-    return jsonify(approval_dict(a)), 201
+    return jsonify(calls.grant(who, b["job_id"], b["task_version"], b["action"], b["content_digest"], b["target"],
+                               b["expires_at"], b["note"])), 201
 
 
 @bp.delete("/v1/approvals/<int:approval_id>")
 def revoke(approval_id):
     who = principal().require("approver")
-    return jsonify(approval_dict(approvals.revoke(who, approval_id)))
+    return jsonify(calls.revoke(who, approval_id))
 
 
 @bp.get("/v1/metrics/acceptance")

@@ -62,3 +62,8 @@ def approve_body(content_digest, expires_in_s, note):
 
 def deny_body(content_digest, reason):
     return {"content_digest": content_digest, "reason": reason}
+
+
+def grant_body(job_id, task_version, action, content_digest, target, expires_at, note):
+    return {"job_id": job_id, "task_version": task_version, "action": action, "content_digest": content_digest,
+            "target": target, "expires_at": expires_at, "note": note}

@@ -5,13 +5,16 @@ the job's Agents API session. `JobCalls` and `LedgerCalls` are mixed into `Job` 
 here (HttpLedger sends them, LocalLedger checks them as the routes do, then calls the feature)."""
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from ..kernel import checks
+from ..kernel.errors import ValidationFailed
 from .bodies import (
     approve_body,
     begin_body,
     checkpoint_body,
     deny_body,
+    grant_body,
     lookup_body,
     outcome_fields,
     sync_body,
@@ -150,6 +153,21 @@ class LedgerCalls:
         """Deny it with a reason (approver): begin halts with approval_denied. ``(denial, created)``."""
         checks.identifier("operation_key", operation_key, 512)
         return self._decide("deny", operation_key, deny_body(content_digest, reason))
+
+    def grant_approval(self, job_id, task_version, action, content_digest, target, expires_at, note=None):
+        """Approve ``action`` of the job's ``task_version`` for this content digest and target
+        until ``expires_at`` (a datetime or an ISO 8601 string), before any step halted
+        (approver). Returns the approval; its ``id`` revokes it."""
+        if isinstance(expires_at, datetime):
+            expires_at = expires_at.isoformat()
+        return self._grant(grant_body(job_id, task_version, action, content_digest, target, expires_at, note))
+
+    def revoke_approval(self, approval_id):
+        """Revoke an approval (approver): a step it did not cover yet halts again."""
+        if isinstance(approval_id, bool) or not isinstance(approval_id, int):
+            raise ValidationFailed("approval_id must be an integer",
+                                   {"fields": {"approval_id": ["Not a valid integer."]}})
+        return self._revoke(approval_id)
 
     def put_artifact(self, data, sha256=None):
         """Store bytes content-addressed: ``{"sha256", "size", "created"}``. ``sha256``: what the

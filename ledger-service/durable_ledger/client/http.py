@@ -140,6 +140,12 @@ class HttpLedger(Ledger):
         status, answer = self._call("POST", f"/v1/operations/{_key(key)}/{kind}", body)
         return answer["approval" if kind == "approve" else "denial"], status == 201
 
+    def _grant(self, body):
+        return self._call("POST", "/v1/approvals", body)[1]
+
+    def _revoke(self, approval_id):
+        return self._call("DELETE", f"/v1/approvals/{approval_id}")[1]
+
     def _put_artifact(self, data, sha256):
         headers = {"Content-Type": "application/octet-stream"}
         if sha256 is not None:

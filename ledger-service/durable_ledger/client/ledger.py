@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 from ..kernel import checks
 from ..kernel.errors import ValidationFailed
-from .bodies import begin_body, lease_body, outcome_body, release_body, renew_body  # noqa: F401 (tests import them from here)
+# The bodies are built in bodies.py; tests import them from here too.
+from .bodies import begin_body, lease_body, outcome_body, release_body, renew_body  # noqa: F401
 from .calls import JobCalls, LedgerCalls
 from .errors import BLOCKED, StepBlocked
 from .steps import Step, gated

@@ -114,6 +114,22 @@ class LocalCalls:
                 return calls.approve(who, key, b["content_digest"], self.config, b["expires_in_s"], b["note"])
             return calls.deny(who, key, b["content_digest"], b["reason"])
 
+    def _grant(self, body):
+        from ..approvals import calls
+
+        who = self._who("approver")
+        b = self._checked("grant", body)
+        with self._session():
+            return calls.grant(who, b["job_id"], b["task_version"], b["action"], b["content_digest"], b["target"],
+                               b["expires_at"], b["note"])
+
+    def _revoke(self, approval_id):
+        from ..approvals import calls
+
+        who = self._who("approver")
+        with self._session():
+            return calls.revoke(who, approval_id)
+
     def _put_artifact(self, data, sha256):
         artifacts, _, _ = _agents()
         who = self._who("runner")

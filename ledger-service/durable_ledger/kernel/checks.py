@@ -21,7 +21,9 @@ never a 500 and never a guessed limit.
 import json
 import math
 import re
+import time
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Callable
 
 from .digest import canonical_json
@@ -316,6 +318,28 @@ def record(fields):
     return check
 
 
+MAX_APPROVAL_HORIZON_S = 100 * 365 * 86400
+
+
+def expiry(value):
+    """An approval's expires_at: an ISO 8601 timestamp (UTC when it names no zone) at most 100
+    years from now: a date near year 9999 in a far-west offset is year 10000 in UTC, stored but
+    never rendered back (web/schemas.py `_expiry` reads it the same way)."""
+    if value is None:
+        raise Problem(NULL)
+    if not isinstance(value, str):
+        raise Problem("Not a valid string.")
+    try:
+        ts = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise Problem("must be an ISO 8601 timestamp") from None
+    if ts.tzinfo is None:
+        ts = ts.replace(tzinfo=timezone.utc)
+    if ts.timestamp() > time.time() + MAX_APPROVAL_HORIZON_S:
+        raise Problem("must be at most 100 years from now")
+    return value
+
+
 SHA256 = Pattern(r"[0-9a-f]{64}", "sha256 must be 64 hex digits")
 DIGEST = Pattern(r"[0-9a-f]{64}")
 INT32 = Number(int, INT32_MIN, INT32_MAX, strict=True)
@@ -356,13 +380,17 @@ BODIES = {
     "approve": {"content_digest": DIGEST, "expires_in_s": Number(int, 60, 90 * 86400, strict=False, nullable=True),
                 "note": Text(None, 2000, nullable=True)},
     "deny": {"content_digest": DIGEST, "reason": Text(1, 2000)},
+    "grant": {"job_id": JOB_ID, "task_version": TASK_VERSION, "action": ACTION, "content_digest": DIGEST,
+              "target": Text(grammar=_identifier(255)), "expires_at": expiry, "note": Text(None, 2000, nullable=True)},
     "bind": {"session_id": KEY_TEXT},
     "sync": {"fencing_token": Number(int, INT32_MIN, INT32_MAX, strict=True, nullable=True),
-             "answer_actions": boolean, "rebuild_stream": boolean, "expected_artifacts": ListOf(EXPECTED_ARTIFACT, 1000)},
+             "answer_actions": boolean, "rebuild_stream": boolean,
+             "expected_artifacts": ListOf(EXPECTED_ARTIFACT, 1000)},
 }
 BODIES["batch_confirm"] = {"operation_key": Text(grammar=_identifier(512)), **BODIES["confirm"],
                            "remote_id": required_remote_id}
-BODIES["batch"] = {"confirm": ListOf(record(BODIES["batch_confirm"]), 100), "begin": ListOf(record(BODIES["begin"]), 100)}
+BODIES["batch"] = {"confirm": ListOf(record(BODIES["batch_confirm"]), 100),
+                   "begin": ListOf(record(BODIES["begin"]), 100)}
 SIZED = {"receipt", "error", "evidence"}  # at most max_receipt_bytes of canonical JSON each
 
 
