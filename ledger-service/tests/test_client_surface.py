@@ -403,6 +403,8 @@ def test_surface_refusals_are_the_same_in_detail(stack):
         (lambda j, b: j.ledger.put_artifact(b"x", sha256="ABC")),
         (lambda j, b: j.ledger.put_artifact(b"y", sha256=sha)),
         (lambda j, b: j.ledger.artifact(hashlib.sha256(b"never").hexdigest())),
+        (lambda j, b: j.outcome("bad\x00key", http_status=200)),
+        (lambda j, b: j.ledger.artifact("../etc")),
         (lambda j, b: j.bind_session("")),
         (lambda j, b: j.sync_session()),
     ]

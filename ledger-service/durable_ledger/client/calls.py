@@ -59,12 +59,14 @@ class JobCalls:
         """Report a raw result (an HTTP status, or a transport error kind) and let the ledger
         classify it (confirm, fail, fail_halt or unknown, docs/api.md): ``{"classification",
         "operation", ...}``."""
+        checks.identifier("operation_key", operation_key, 512)
         return self.ledger._raw_outcome(operation_key, {"fencing_token": self.fencing_token,
                                         **outcome_fields(http_status, error_kind, remote_id, receipt, error, cost)})
 
     def lookup_result(self, operation_key, attempt, result, remote_id=None, receipt=None, evidence=None):
         """Report what your own lookup of an in-flight attempt found (``result``: found, absent or
         undecidable); the answer is the gate's new `GateAnswer` (``details["lookup"]``)."""
+        checks.identifier("operation_key", operation_key, 512)
         return self.ledger._lookup(operation_key, lookup_body(self.fencing_token, attempt, result, remote_id,
                                                               receipt, evidence))
 
@@ -102,6 +104,7 @@ class JobCalls:
     def wait_for_approval(self, operation_key, resume_url, execution_id=None, workflow_id=None):
         """Register ``resume_url`` to be called once when an approver decides ``operation_key``
         (halted with approval_required). Returns the wait's answer."""
+        checks.identifier("operation_key", operation_key, 512)
         return self.ledger._wait(operation_key, wait_body(self.fencing_token, resume_url, execution_id, workflow_id))
 
     def waits(self):
@@ -176,6 +179,10 @@ class LedgerCalls:
 
     def artifact(self, sha256):
         """The stored bytes of ``sha256``."""
+        # Refused here, as agents/artifacts.py refuses it, before it becomes a URL: a value with a
+        # slash would otherwise be the router's 404 over HTTP and a validation error in process.
+        if not isinstance(sha256, str) or checks.SHA256_HEX.fullmatch(sha256) is None:
+            raise ValidationFailed("sha256 must be 64 lowercase hex digits", {"field": "sha256"})
         return self._artifact(sha256)
 
     def bind_session(self, job_id, session_id):

@@ -340,6 +340,7 @@ def expiry(value):
     return value
 
 
+SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 SHA256 = Pattern(r"[0-9a-f]{64}", "sha256 must be 64 hex digits")
 DIGEST = Pattern(r"[0-9a-f]{64}")
 INT32 = Number(int, INT32_MIN, INT32_MAX, strict=True)
