@@ -42,7 +42,9 @@ def test_batch_100k_items_and_other_lists_refused_on_count(client):
                        ("/v1/jobs/c1/resume", {"owner": "o", "artifacts": [{}] * 5000})]:
         r, took = _post_raw(client, json.dumps(body), path)
         assert (r.status_code, r.json["error"]["code"]) == (422, "validation_error"), path
-        assert took < 1.0 and len(r.data) < 1024, (path, took, len(r.data))
+        # Refused on the count, before any item is checked: item by item took minutes. The bound
+        # is loose on purpose, so a loaded machine (suites side by side) does not trip it.
+        assert took < 5.0 and len(r.data) < 1024, (path, took, len(r.data))
 
 
 def test_batch_field_errors_capped_with_count_of_the_rest(client):

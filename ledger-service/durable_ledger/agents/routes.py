@@ -8,13 +8,11 @@ from flask import Blueprint, jsonify, request, send_file
 from marshmallow import fields, validate
 
 from ..jobs import routes as job_routes
-from ..kernel.errors import AgentsApiError, SessionNotFound, ValidationFailed
+from ..kernel.errors import ValidationFailed
 from ..kernel.limits import id_problem
-from ..store import sessions as session_store
 from ..web.context import config, principal
 from ..web.schemas import Strict, _identifier, _int32, load
-from . import actions as agent_actions
-from . import artifacts, followup, sessions, stream, sync, webhooks
+from . import artifacts, control, followup, sessions, webhooks
 from .openai_client import get_client
 
 _idempotency_key = _identifier(200)
@@ -50,45 +48,22 @@ class FollowUpSchema(Strict):
 def bind(job_id):
     who = principal().require("runner")
     body = load(BindSchema, request)
-    try:
-        binding, created = sessions.bind_session(get_client(), who.tenant, job_id, body["session_id"], who.actor)
-    except AgentsApiError as exc:
-        # The remote's 404 for the named session is the caller's wrong id, not a bad gateway.
-        if exc.details.get("status") == 404:
-            raise SessionNotFound(f"the Agents API has no session '{body['session_id']}'",
-                                  {"session_id": body["session_id"]}) from exc
-        raise
-    return jsonify(sessions.binding_dict(binding, job_id)), 201 if created else 200
+    binding, created = control.bind(get_client(), who.tenant, job_id, body["session_id"], who.actor)
+    return jsonify(binding), 201 if created else 200
 
 
 @bp.get("/v1/jobs/<job_id>/session")
 def show(job_id):
     who = principal()
-    _, binding = sessions.get_binding(who.tenant, job_id)
-    return jsonify({**sessions.binding_dict(binding, job_id), "turns": sync.turn_summary(binding)})
+    return jsonify(control.show(who.tenant, job_id))
 
 
 @bp.post("/v1/jobs/<job_id>/session/sync")
 def sync_session(job_id):
     who = principal().require("runner")
     body = load(SyncSchema, request)
-    binding, answers = sessions.binding_for_sync(who.tenant, job_id, body["answer_actions"], body["fencing_token"])
-    client = get_client()
-    if body["rebuild_stream"]:
-        stream.rebuild(client, binding)
-        binding = session_store.binding_by_pk(binding.id)
-    binding, session = sync.full_sync(client, binding)
-    answered = None
-    if answers:
-        answered = agent_actions.answer_required_actions(who, client, binding, job_id, session,
-                                                         body["fencing_token"])
-        binding = session_store.binding_by_pk(binding.id)
-    out = {**sessions.binding_dict(binding, job_id), "turns": sync.turn_summary(binding)}
-    if answered is not None:
-        out["actions"] = answered
-    if body["expected_artifacts"]:
-        out["artifacts"] = artifacts.advance_evidence(who.tenant, body["expected_artifacts"], out["turns"])
-    return jsonify(out)
+    return jsonify(control.sync_session(who, get_client(), job_id, body["fencing_token"], body["answer_actions"],
+                                        body["rebuild_stream"], body["expected_artifacts"]))
 
 
 @bp.post("/v1/jobs/<job_id>/session/follow-up")

@@ -4,11 +4,9 @@ from flask import Blueprint, jsonify, request
 from marshmallow import fields, validate
 
 from ..jobs import report
-from ..jobs.serialize import approval_dict, iso, operation_dict
 from ..web import schemas
 from ..web.context import config, principal
-from . import decisions, preview
-from . import rules as approvals
+from . import calls, decisions
 
 bp = Blueprint("approvals", __name__)
 
@@ -30,10 +28,8 @@ def approve_operation(key):
     """Approve what the gate halted, bound to the digest the approver saw (409 content_changed)."""
     who = principal().require("approver")
     b = schemas.load(ApproveOperationSchema, request)
-    ttl = b["expires_in_s"] if b["expires_in_s"] is not None else config().approval_ttl_s
-    a, created = decisions.approve(who, key, b["content_digest"], ttl_s=ttl, note=b["note"],
-                                   check_content=preview.check_unchanged(config()))
-    return jsonify({"approval": approval_dict(a), "created": created}), 201 if created else 200
+    a, created = calls.approve(who, key, b["content_digest"], config(), b["expires_in_s"], b["note"])
+    return jsonify({"approval": a, "created": created}), 201 if created else 200
 
 
 @bp.post("/v1/operations/<path:key>/deny")
@@ -41,37 +37,29 @@ def deny_operation(key):
     """Deny it with a reason: `begin` answers halt/approval_denied until it is approved."""
     who = principal().require("approver")
     b = schemas.load(DenyOperationSchema, request)
-    d, created = decisions.deny(who, key, b["content_digest"], b["reason"])
-    return jsonify({"denial": decisions.denial_dict(d), "created": created}), 201 if created else 200
+    d, created = calls.deny(who, key, b["content_digest"], b["reason"])
+    return jsonify({"denial": d, "created": created}), 201 if created else 200
 
 
 @bp.get("/v1/approvals/pending")
 def pending():
     """The operations waiting for a decision, with who asked and any standing approval or denial."""
     who = principal().require("approver")
-    out = []
-    for w in decisions.waiting(who.tenant):
-        out.append({"operation": operation_dict(w["op"]), "request_summary": w["op"].request_summary,
-                    "status": "approved" if w["approval"] else "denied" if w["denial"] else "waiting",
-                    "approval": approval_dict(w["approval"]) if w["approval"] else None,
-                    "denial": decisions.denial_dict(w["denial"]) if w["denial"] else None,
-                    "asked_at": iso(w["op"].created_at)})
-    return jsonify({"pending": out})
+    return jsonify({"pending": calls.pending(who)})
 
 
 @bp.post("/v1/approvals")
 def grant():
     who = principal().require("approver")
     b = schemas.load(schemas.ApprovalSchema, request)
-    a = approvals.grant(who, b["job_id"], b["task_version"], b["action"], b["content_digest"], b["target"],
-                        b["expires_at"], b["note"])
-    return jsonify(approval_dict(a)), 201
+    return jsonify(calls.grant(who, b["job_id"], b["task_version"], b["action"], b["content_digest"], b["target"],
+                               b["expires_at"], b["note"])), 201
 
 
 @bp.delete("/v1/approvals/<int:approval_id>")
 def revoke(approval_id):
     who = principal().require("approver")
-    return jsonify(approval_dict(approvals.revoke(who, approval_id)))
+    return jsonify(calls.revoke(who, approval_id))
 
 
 @bp.get("/v1/metrics/acceptance")

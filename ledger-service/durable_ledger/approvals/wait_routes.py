@@ -3,10 +3,9 @@
 from flask import Blueprint, jsonify, request
 from marshmallow import fields, validate
 
-from ..jobs.jobs import get_job
-from ..kernel import n8n_context
 from ..web import schemas
 from ..web.context import config, principal
+from . import calls
 from . import waits as approval_waits
 
 bp = Blueprint("waits", __name__)
@@ -21,24 +20,16 @@ class WaitSchema(schemas.Strict):
     workflow_id = fields.String(load_default=None, allow_none=True, validate=_n8n_id)
 
 
-def resume_hosts():
-    cfg = config()
-    return approval_waits.allowed_hosts(cfg.n8n_url, cfg.resume_hosts)
-
-
 @bp.post("/v1/operations/<path:key>/wait")
 def register_wait(key):
     who = principal().require("runner")
     b = schemas.load(WaitSchema, request)
-    n8n = n8n_context.current() or {}
-    answer, created = approval_waits.register_wait(
-        who, key, b["resume_url"], b["fencing_token"], execution_id=b["execution_id"] or n8n.get("execution_id"),
-        workflow_id=b["workflow_id"] or n8n.get("workflow_id"), hosts=resume_hosts())
+    answer, created = calls.register_wait(who, key, config(), b["resume_url"], b["fencing_token"],
+                                             b["execution_id"], b["workflow_id"])
     return jsonify(answer), 201 if created else 200
 
 
 @bp.get("/v1/jobs/<job_id>/waits")
 def job_waits(job_id):
     who = principal()
-    job = get_job(who.tenant, job_id)
-    return jsonify({"job_id": job_id, "waits": approval_waits.job_waits(who.tenant, job.id)})
+    return jsonify(calls.job_waits(who.tenant, job_id))

@@ -24,11 +24,12 @@ from .errors import (
                      StepBlocked,
                      StepUsageError,
 )
+from .calls import Batch
 from .http import HttpLedger
 from .ledger import GateAnswer, Job, Ledger
 from .local import LocalLedger
 from .steps import Step, split_result
 
-__all__ = ["LocalLedger", "HttpLedger", "Ledger", "Job", "Step", "GateAnswer", "split_result",
+__all__ = ["LocalLedger", "HttpLedger", "Ledger", "Job", "Step", "GateAnswer", "Batch", "split_result",
            "StepBlocked", "NeedsReconcile", "NeedsReview", "Halted", "NotSent", "ConfirmForgotten",
            "StepUsageError", "LedgerUnavailable", "LedgerError", "LeaseHeld", "LeaseLost", "StaleFencingToken"]

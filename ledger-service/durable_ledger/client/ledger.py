@@ -1,9 +1,10 @@
 """What both transports share: jobs with their lease, the gate's answer, the public calls.
 
 A transport implements the underscore methods (dicts in, dicts out, the ledger's errors raised);
-everything a caller sees is written once, here and in steps.py. The request bodies are built
-once, here: HttpLedger sends them, LocalLedger runs them through durable_ledger.kernel.checks exactly
-as the routes do (size, values, fields), so both refuse the same input with the same class.
+everything a caller sees is written once, here, in calls.py and in steps.py. The request bodies
+are built once, in bodies.py: HttpLedger sends them, LocalLedger runs them through
+durable_ledger.kernel.checks exactly as the routes do (size, values, fields), so both refuse the
+same input with the same class.
 """
 
 import os
@@ -12,32 +13,14 @@ from dataclasses import dataclass, field
 
 from ..kernel import checks
 from ..kernel.errors import ValidationFailed
+# The bodies are built in bodies.py; tests import them from here too.
+from .bodies import begin_body, lease_body, outcome_body, release_body, renew_body  # noqa: F401
+from .calls import JobCalls, LedgerCalls
 from .errors import BLOCKED, StepBlocked
 from .steps import Step, gated
 
 JOB_FIELDS = ("task_version", "pipeline", "phases", "budgets", "policy_hash", "session_id")
 _ANSWER_KEYS = ("decision", "operation", "receipt", "reason", "message")
-
-
-def begin_body(job_id, action, token, payload, operation_key, target, requires_approval):
-    return {"job_id": job_id, "action": action, "payload": payload, "fencing_token": token,
-            "operation_key": operation_key, "target": target, "requires_approval": requires_approval}
-
-
-def lease_body(owner, ttl_s, takeover):
-    return {"owner": owner, "ttl_s": ttl_s, "takeover": takeover}
-
-
-def renew_body(owner, token, ttl_s):
-    return {"owner": owner, "fencing_token": token, "ttl_s": ttl_s}
-
-
-def release_body(owner, token):
-    return {"owner": owner, "fencing_token": token}
-
-
-def outcome_body(token, fields):
-    return {"fencing_token": token, **fields}
 
 
 @dataclass
@@ -64,7 +47,7 @@ class GateAnswer:
                                                        self.operation_key, self.details)
 
 
-class Job:
+class Job(JobCalls):
     """A job with this worker's lease: ``fencing_token`` goes with every step."""
 
     def __init__(self, ledger, job_id, owner, ttl_s, lease, created):
@@ -106,7 +89,7 @@ def default_owner():
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-class Ledger:
+class Ledger(LedgerCalls):
     """The client API; `LocalLedger` and `HttpLedger` are its two transports."""
 
     def job(self, job_id, owner=None, ttl_s=300, takeover=False, **job_fields):

@@ -1,10 +1,10 @@
 """LocalLedger: the client API over the features, in this process, no HTTP.
 
-The same calls the HTTP views make (jobs.jobs, jobs.leases, gate.begin, gate.outcomes),
-on the same tables, after the same boundary checks (durable_ledger/kernel/checks.py, on the bodies
-HttpLedger would send: ledger.py builds them). Connections are peewee's: one
-per thread. A pooled database (PostgreSQL) gets each connection back after every call the
-client opened it for; SQLite keeps the thread's connection open, as the server does.
+The same calls the HTTP views make (jobs.jobs, jobs.leases, gate.begin, gate.outcomes here;
+the rest of the surface in local_calls.py), on the same tables, after the same boundary checks
+(durable_ledger/kernel/checks.py, on the bodies HttpLedger would send: bodies.py builds them).
+Connections are peewee's: one per thread. A pooled database (PostgreSQL) gets each connection
+back after every call the client opened it for; SQLite keeps the thread's connection open, as the server does.
 
 The store's database is one per process (store.db.db, a proxy bound by init_database): every
 LocalLedger of a process uses the same database, and a call refuses to run if something bound
@@ -19,26 +19,27 @@ from contextlib import contextmanager
 from .. import gate
 from ..auth import Principal
 from ..gate import outcomes as ops
+from ..gate import replies
 from ..jobs import jobs, leases, lifecycle
 from ..jobs import operations as job_ops
 from ..jobs.serialize import job_dict, lease_dict, operation_dict
 from ..kernel import checks
 from ..kernel import states as S
 from ..kernel.config import Config
-from ..kernel.errors import DigestMismatch, FencingTokenNotIssued, InvalidValue, StaleFencingToken, ValidationFailed
+from ..kernel.errors import COUNTED_REFUSALS, InvalidValue, LedgerError
 from ..kernel.limits import check_query_value
-from ..kernel.secrets import install_log_redaction, redact
+from ..kernel.secrets import install_log_redaction
 from ..reconciliation.setup import configure as configure_reconcilers
 from ..store.audit import record_refusal
 from ..store.db import DataError, InterfaceError, OperationalError, db, init_database, is_pooled
 from ..store.migrations import create_schema
+from .answers import gate_answer
+from .bodies import begin_body, lease_body, outcome_body, release_body, renew_body
 from .errors import LedgerUnavailable
-from .ledger import GateAnswer, Ledger, begin_body, lease_body, outcome_body, release_body, renew_body
+from .ledger import Ledger
+from .local_calls import LocalCalls
 
 log = logging.getLogger("durable_ledger.client")
-# The refusals the server's error handler counts for /v1/metrics/acceptance that these calls can meet
-# (web/errors.py COUNTED_REFUSALS).
-COUNTED = (StaleFencingToken, DigestMismatch, FencingTokenNotIssued)
 _bound = {}  # the last url a LocalLedger bound -> its database (init_database rebinds a PostgreSQL url)
 _bind_lock = threading.Lock()
 
@@ -53,36 +54,17 @@ def _bind(url):
         return database
 
 
-def message(reason, budget=None):
-    """gate/answers.py message(): the human sentence of a reason code."""
-    if budget:
-        return f"the job's {budget} budget is used up; nothing is dispatched"
-    return S.MESSAGES.get(reason, reason)
-
-
-def gate_answer(answer):
-    """gate.Answer as the client reads it: what answer_dict renders, without the operation."""
-    op, details = answer.op, dict(answer.extras)
-    if "evidence" in details.get("reconciliation", {}):
-        details["reconciliation"] = {**details["reconciliation"], "evidence": redact(details["reconciliation"]["evidence"])}
-    if answer.budget:
-        details["budget"] = answer.budget
-    return GateAnswer(answer.decision, op.operation_key if op is not None else None,
-                      op.attempt if op is not None else None, answer.reason,
-                      message(answer.reason, answer.budget) if answer.reason else None,
-                      redact(answer.receipt) if answer.receipt is not None else None, details)
-
-
-class LocalLedger(Ledger):
+class LocalLedger(LocalCalls, Ledger):
     """``LocalLedger("postgresql://..." | "sqlite:///path", tenant="acme", actor="script")``.
 
     Binds the database and creates or migrates its schema (as ``durable-ledger serve`` does),
     registers the configured reconcilers, keeps SQL and secrets out of the logs. Acts as a
-    runner of ``tenant``: whoever can open the database is trusted with it."""
+    runner of ``tenant`` (``role="approver"``: an approver, for approve/deny): whoever can open
+    the database is trusted with it."""
 
-    def __init__(self, database_url, tenant, actor="local", config=None, migrate=True):
+    def __init__(self, database_url, tenant, actor="local", config=None, migrate=True, role="runner"):
         self.config = config or Config.from_env({**os.environ, "DURABLE_DATABASE_URL": database_url})
-        self.principal = Principal(tenant, "runner", actor)
+        self.principal = Principal(tenant, role, actor)
         self.gate_config = gate.GateConfig(self.config.default_max_attempts, self.config.backoff_base_s,
                                            self.config.reconcile_claim_s)
         # peewee logs statements with their parameters at DEBUG; the server never lets it (app.py).
@@ -107,8 +89,9 @@ class LocalLedger(Ledger):
             db.connect()
         try:
             yield
-        except COUNTED as exc:
-            if not exc.recorded:
+        except LedgerError as exc:
+            # Counted for /v1/metrics/acceptance as the server's error handler counts them.
+            if exc.code in COUNTED_REFUSALS and not exc.recorded:
                 record_refusal(self.principal.tenant, None, self.principal.actor, exc.code,
                                {"client": "local", **{k: v for k, v in exc.details.items() if k != "fields"}})
             raise
@@ -133,15 +116,19 @@ class LocalLedger(Ledger):
 
     def _put_job(self, job_id, fields):
         checks.identifier("job_id", job_id, slashes=False)
+        self._who("runner")
         fields = self._checked("job", fields)
-        if fields.pop("session_id", None) is not None:
-            raise ValidationFailed("binding a session needs the Agents API: use HttpLedger or "
-                                   "durable_ledger.agents.sessions", {"fields": {"session_id": ["not supported here"]}})
+        session_id = fields.pop("session_id", None)
+        if session_id is not None:
+            job, created = self._put_job_with_session(job_id, session_id, fields)
+            with self._session():
+                return job_dict(job, jobs.current_lease(job)), created
         with self._session():
             job, created = jobs.create_or_get_job(self.principal.tenant, job_id, actor=self.principal.actor, **fields)
             return job_dict(job, jobs.current_lease(job)), created
 
     def _acquire(self, job_id, owner, ttl_s, takeover):
+        self._who("runner")
         b = self._checked("lease", lease_body(owner, ttl_s, takeover))
         with self._session():
             job, lease = leases.acquire_lease(self.principal.tenant, job_id, b["owner"],
@@ -154,17 +141,20 @@ class LocalLedger(Ledger):
             return out
 
     def _renew(self, job_id, owner, token, ttl_s):
+        self._who("runner")
         b = self._checked("renew", renew_body(owner, token, ttl_s))
         with self._session():
             return lease_dict(leases.renew_lease(self.principal.tenant, job_id, b["owner"], b["fencing_token"],
                                                  b["ttl_s"] or self.config.default_lease_ttl_s)[1])
 
     def _release(self, job_id, owner, token):
+        self._who("runner")
         b = self._checked("release", release_body(owner, token))
         with self._session():
             leases.release_lease(self.principal.tenant, job_id, b["owner"], b["fencing_token"])
 
     def _begin(self, job_id, action, token, payload, operation_key, target, requires_approval):
+        self._who("runner")
         b = self._checked("begin", begin_body(job_id, action, token, payload, operation_key, target, requires_approval))
         with self._session():
             answer = gate.begin(self.principal, b["job_id"], b["action"], b["fencing_token"], payload=b["payload"],
@@ -173,11 +163,12 @@ class LocalLedger(Ledger):
         return gate_answer(answer)
 
     def _outcome(self, kind, job_id, key, token, **fields):
+        self._who("runner")
         b = self._checked(kind, outcome_body(token, fields))
         token = b["fencing_token"]
         with self._session():
             if kind == "confirm":
-                checks.cost_total(b["cost"], lambda: job_ops.get_operation(self.principal.tenant, key).job.cost)
+                replies.check_cost(self.principal, key, b["cost"])
                 op = ops.confirm(self.principal, key, token, b["remote_id"], b["receipt"], b["cost"])
             elif kind == "fail":
                 op = ops.fail(self.principal, key, token, b["retryable"], b["error"])
@@ -198,6 +189,7 @@ class LocalLedger(Ledger):
             return operation_dict(job_ops.get_operation(self.principal.tenant, key))
 
     def _cancel(self, job_id, reason):
+        self._who("runner", "editor", "approver")
         b = self._checked("cancel", {"reason": reason})
         with self._session():
             return lifecycle.cancel_job(self.principal, job_id, b["reason"])

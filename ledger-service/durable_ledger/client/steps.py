@@ -91,6 +91,17 @@ class Step:
         """It may or may not have happened: the next begin reconciles."""
         return self._outcome("unknown", UNKNOWN, error=error or {})
 
+    def outcome(self, http_status=None, error_kind=None, remote_id=None, receipt=None, error=None, cost=None):
+        """Report the raw result (an HTTP status, or ``error_kind``: timeout, connection_reset,
+        connection_refused, dns) and let the ledger classify it as confirm, fail, fail_halt or
+        unknown (docs/api.md). Returns the answer ``{"classification", "operation", ...}``."""
+        if self.state != DISPATCHED:
+            raise StepUsageError(f"the step is {self.state}; only a dispatched step takes an outcome")
+        answer = self.job.outcome(self.operation_key, http_status, error_kind, remote_id, receipt, error, cost)
+        self.operation = answer["operation"]
+        self.state = {"confirm": CONFIRMED, "unknown": UNKNOWN}.get(answer["classification"], FAILED)
+        return answer
+
     def __exit__(self, exc_type, exc, tb):
         if self.state != DISPATCHED:
             return False

@@ -25,10 +25,11 @@ from ..kernel.errors import InvalidValue, LedgerError
 from ..store.audit import record_refusal
 from ..store.db import DataError, open_request_connection, release_request_connection
 from ..web import tracing
-from ..web.errors import COUNTED_REFUSALS, bounded
+from ..kernel.errors import COUNTED_REFUSALS
+from ..web.errors import bounded
 from . import fast_bodies
 from . import outcomes as ops
-from . import routes
+from . import replies, routes
 
 log = logging.getLogger("durable_ledger")
 
@@ -67,18 +68,16 @@ def _begin(who, _key, body, cfg):
 
 
 def _batch(who, _key, body, cfg):
-    return routes._batch(who, body, cfg)
+    return replies.batch(who, body["confirm"], body["begin"], routes._gate_config(cfg))
 
 
 def _confirm(who, key, b, _cfg):
-    routes._check_cost(who, key, b["cost"])
-    return routes._op_dict(ops.confirm(who, key, b["fencing_token"], b["remote_id"], b["receipt"], b["cost"]))
+    replies.check_cost(who, key, b["cost"])
+    return replies.outcome_dict(ops.confirm(who, key, b["fencing_token"], b["remote_id"], b["receipt"], b["cost"]))
 
 
 def _outcome(who, key, b, _cfg):
-    routes._check_cost(who, key, b["cost"])
-    kind, op = ops.record_outcome(who, key, **b)
-    return {"classification": kind, **routes._op_dict(op)}
+    return replies.outcome(who, key, b)
 
 
 def _plain_json(environ, max_bytes):

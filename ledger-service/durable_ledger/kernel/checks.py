@@ -20,7 +20,10 @@ never a 500 and never a guessed limit.
 
 import json
 import math
+import re
+import time
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Callable
 
 from .digest import canonical_json
@@ -219,6 +222,13 @@ def remote_id(value):
     return value
 
 
+def required_remote_id(value):
+    """remote_id where the schema requires it and allows no null (a batch's confirm)."""
+    if value is None:
+        raise Problem(NULL)
+    return remote_id(value)
+
+
 def mapping(value):
     if value is None:
         raise Problem(NULL)
@@ -229,6 +239,115 @@ def mapping(value):
 
 def anything(value):
     return value
+
+
+@dataclass(frozen=True)
+class OneOf:
+    """A string among ``choices`` (marshmallow's OneOf), or None when ``nullable``."""
+
+    choices: tuple
+    nullable: bool = False
+
+    def __call__(self, value):
+        if value is None:
+            return _null(self.nullable)
+        if value not in self.choices:
+            raise Problem(f"Must be one of: {', '.join(self.choices)}.")
+        return value
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """A string that matches ``regex`` in full, or None when ``nullable``."""
+
+    regex: str
+    message: str = "String does not match expected pattern."
+    nullable: bool = False
+
+    def __call__(self, value):
+        if value is None:
+            return _null(self.nullable)
+        if not isinstance(value, str):
+            raise Problem("Not a valid string.")
+        if re.fullmatch(self.regex, value) is None:
+            raise Problem(self.message)
+        return value
+
+
+@dataclass(frozen=True)
+class ListOf:
+    """A list of at most ``hi`` items, each checked by ``item``."""
+
+    item: Callable
+    hi: int
+
+    def __call__(self, value):
+        if value is None:
+            raise Problem(NULL)
+        if not isinstance(value, (list, tuple)):
+            raise Problem("Not a valid list.")
+        errors, out = {}, []
+        for i, v in enumerate(value):
+            try:
+                out.append(self.item(v))
+            except Problem as exc:
+                errors[i] = exc.messages
+        if errors:
+            raise Problem(errors)
+        if len(out) > self.hi:
+            raise Problem(f"Longer than maximum length {self.hi}.")
+        return out
+
+
+def record(fields):
+    """A nested object with exactly ``fields`` (name -> check); a missing field is not checked."""
+    def check(value):
+        if not isinstance(value, dict):
+            raise Problem({"_schema": ["Invalid input type."]})
+        out, errors = {}, {}
+        for name, v in value.items():
+            try:
+                if name not in fields:
+                    raise Problem(UNKNOWN)
+                out[name] = fields[name](v)
+            except Problem as exc:
+                errors[name] = exc.messages
+        if errors:
+            raise Problem(errors)
+        return out
+    return check
+
+
+MAX_APPROVAL_HORIZON_S = 100 * 365 * 86400
+
+
+def expiry(value):
+    """An approval's expires_at: an ISO 8601 timestamp (UTC when it names no zone) at most 100
+    years from now: a date near year 9999 in a far-west offset is year 10000 in UTC, stored but
+    never rendered back (web/schemas.py `_expiry` reads it the same way)."""
+    if value is None:
+        raise Problem(NULL)
+    if not isinstance(value, str):
+        raise Problem("Not a valid string.")
+    try:
+        ts = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise Problem("must be an ISO 8601 timestamp") from None
+    if ts.tzinfo is None:
+        ts = ts.replace(tzinfo=timezone.utc)
+    if ts.timestamp() > time.time() + MAX_APPROVAL_HORIZON_S:
+        raise Problem("must be at most 100 years from now")
+    return value
+
+
+SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+SHA256 = Pattern(r"[0-9a-f]{64}", "sha256 must be 64 hex digits")
+DIGEST = Pattern(r"[0-9a-f]{64}")
+INT32 = Number(int, INT32_MIN, INT32_MAX, strict=True)
+KEY_TEXT = Text(1, 255)
+N8N_ID = Pattern(r"[A-Za-z0-9_.:-]{1,64}", "must be 1-64 of A-Z a-z 0-9 _ . : -", nullable=True)
+ARTIFACT = record({"role": KEY_TEXT, "uri": Text(1, 2048), "sha256": SHA256})
+EXPECTED_ARTIFACT = record({"role": KEY_TEXT, "sha256": SHA256, "uri": Text(1, 2048)})
 
 
 # Each body as its route reads it: field -> check, and the fields whose size is limited.
@@ -245,8 +364,35 @@ BODIES = {
     "fail": {**TOKEN_FIELD, "retryable": boolean, "error": mapping},
     "unknown": {**TOKEN_FIELD, "error": mapping},
     "cancel": {"reason": REASON},
+    # The calls beyond the step cycle (client/ledger.py builds these bodies; web/schemas.py and the
+    # agents and approvals routes hold the same rules as marshmallow schemas).
+    "version": {**TOKEN_FIELD, "task_version": Number(int, 1, INT32_MAX, strict=True, nullable=True)},
+    "outcome": {**TOKEN_FIELD, "http_status": Number(int, 100, 599, nullable=True),
+                "error_kind": OneOf(("timeout", "connection_reset", "connection_refused", "dns"), nullable=True),
+                "remote_id": remote_id, "receipt": mapping, "error": mapping, "cost": COST},
+    "lookup": {**TOKEN_FIELD, "attempt": Number(int, 1, INT32_MAX, strict=True),
+               "result": OneOf(("found", "absent", "undecidable")), "remote_id": remote_id, "receipt": mapping,
+               "evidence": mapping},
+    "checkpoint": {**TOKEN_FIELD, "phase": PHASE, "task_version": TASK_VERSION, "artifacts": ListOf(ARTIFACT, 1000),
+                   "remote": mapping, "next_allowed_actions": ListOf(KEY_TEXT, 1000),
+                   "approval_status": Text(None, 64, nullable=True)},
+    "wait": {"fencing_token": Number(int, 0, INT32_MAX, strict=True), "resume_url": Text(1, 2048),
+             "execution_id": N8N_ID, "workflow_id": N8N_ID},
+    "approve": {"content_digest": DIGEST, "expires_in_s": Number(int, 60, 90 * 86400, strict=False, nullable=True),
+                "note": Text(None, 2000, nullable=True)},
+    "deny": {"content_digest": DIGEST, "reason": Text(1, 2000)},
+    "grant": {"job_id": JOB_ID, "task_version": TASK_VERSION, "action": ACTION, "content_digest": DIGEST,
+              "target": Text(grammar=_identifier(255)), "expires_at": expiry, "note": Text(None, 2000, nullable=True)},
+    "bind": {"session_id": KEY_TEXT},
+    "sync": {"fencing_token": Number(int, INT32_MIN, INT32_MAX, strict=True, nullable=True),
+             "answer_actions": boolean, "rebuild_stream": boolean,
+             "expected_artifacts": ListOf(EXPECTED_ARTIFACT, 1000)},
 }
-SIZED = {"receipt", "error"}  # at most max_receipt_bytes of canonical JSON each
+BODIES["batch_confirm"] = {"operation_key": Text(grammar=_identifier(512)), **BODIES["confirm"],
+                           "remote_id": required_remote_id}
+BODIES["batch"] = {"confirm": ListOf(record(BODIES["batch_confirm"]), 100),
+                   "begin": ListOf(record(BODIES["begin"]), 100)}
+SIZED = {"receipt", "error", "evidence"}  # at most max_receipt_bytes of canonical JSON each
 
 
 def encode(body):
@@ -264,6 +410,7 @@ def body(kind, value, max_body_bytes, max_receipt_bytes):
     if size > max_body_bytes:
         raise PayloadTooLarge(f"the request body is larger than {max_body_bytes} bytes", {"max_bytes": max_body_bytes})
     values(value, "$", 0)
+    _counts(kind, value)
     out, errors = {}, {}
     for name, check in BODIES[kind].items():
         if name not in value:
@@ -277,6 +424,15 @@ def body(kind, value, max_body_bytes, max_receipt_bytes):
     for name in SIZED & set(out):
         sized(name, out[name], max_receipt_bytes)
     return out
+
+
+def _counts(kind, value):
+    """A list's item limit on the raw body, before any item is checked (web/refusals.py check_counts)."""
+    for name, check in BODIES[kind].items():
+        items = value.get(name)
+        if isinstance(check, ListOf) and isinstance(items, list) and len(items) > check.hi:
+            raise ValidationFailed(f"{name} has {len(items)} items; at most {check.hi} are taken",
+                                   {"fields": {name: [f"at most {check.hi} items"]}, "max_items": check.hi})
 
 
 def sized(field, value, limit):
@@ -328,13 +484,6 @@ def _text(text, where):
         what = "NUL character" if m.group() == "\x00" else "lone surrogate"
         raise InvalidValue(f"a string contains a {what}, which cannot be stored",
                            {"path": where, "codepoint": f"U+{ord(m.group()):04X}"})
-
-
-def cost_total(value, job_cost):
-    """A confirm's cost may not take the job's total past MAX_JOB_COST (``job_cost``: a callable)."""
-    if value and job_cost() + value > MAX_JOB_COST:
-        raise InvalidValue(f"the job's cost total would pass {MAX_JOB_COST:g}",
-                           {"field": "cost", "max_total": MAX_JOB_COST})
 
 
 def stored_budgets(job, names=GATE_BUDGETS):

@@ -5,6 +5,13 @@ Views never build error bodies by hand: they raise one of these and the single h
 """
 
 
+# Refusals that the acceptance counters report (unauthorized side effects, bad checkpoints), on
+# both doors: the HTTP error handler (web/errors.py) and the in-process client (client/local.py).
+COUNTED_REFUSALS = frozenset({"stale_fencing_token", "forbidden", "site_not_allowed", "phase_skipped",
+                              "precondition_failed", "secret_in_checkpoint", "unknown_phase", "digest_mismatch",
+                              "write_not_dispatched", "fencing_token_not_issued"})
+
+
 class LedgerError(Exception):
     """Base class: a refusal the caller can act on."""
 

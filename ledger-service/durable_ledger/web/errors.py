@@ -8,16 +8,12 @@ import logging
 
 from flask import g, jsonify, request
 
-from ..kernel.errors import InvalidValue, LedgerError, PayloadTooLarge
+from ..kernel.errors import COUNTED_REFUSALS, InvalidValue, LedgerError, PayloadTooLarge
 from ..store.audit import record_refusal
 from ..store.db import DataError
 
 log = logging.getLogger("durable_ledger")
 
-# Refusals that the acceptance counters report (unauthorized side effects, bad checkpoints).
-COUNTED_REFUSALS = {"stale_fencing_token", "forbidden", "site_not_allowed", "phase_skipped",
-                    "precondition_failed", "secret_in_checkpoint", "unknown_phase", "digest_mismatch",
-                    "write_not_dispatched", "fencing_token_not_issued"}
 
 MAX_ERROR_BYTES = 16 * 1024  # an error answer's JSON; details past it are dropped, code and message kept
 

@@ -19,7 +19,7 @@ from ..kernel.errors import MalformedJson
 from . import refusals
 
 _key = validate.Length(min=1, max=255)
-MAX_APPROVAL_HORIZON_S = 100 * 365 * 86400
+MAX_APPROVAL_HORIZON_S = checks.MAX_APPROVAL_HORIZON_S
 
 
 def _int32(min=limits.INT32_MIN, max=limits.INT32_MAX):
