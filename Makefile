@@ -49,7 +49,7 @@ run: setup
 LEDGER_WORKERS ?= 2
 test-ledger: setup
 	bash stack/ensure-services.sh
-	cd ledger-service && $(PY) -m pytest -q -n $(LEDGER_WORKERS) tests
+	cd ledger-service && $(PY) -m pytest -q -n $(LEDGER_WORKERS) --durations=15 tests
 
 lint: setup
 	$(VENV)/bin/ruff check --quiet --select F,E9,B006,B008 --target-version py311 ledger-service tests stack
