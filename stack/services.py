@@ -98,6 +98,7 @@ class Service:
         return self.proc.poll() is None
 
     def stop(self, sig=signal.SIGTERM):
+        # The whole group, even when its leader has exited: gunicorn's workers may outlive it.
         stop_pid(self.pid, sig)
         try:
             self.proc.wait(10)
@@ -138,7 +139,8 @@ class LedgerServer:
         return self
 
     def stop(self, sig=signal.SIGTERM):
-        if self.service and self.service.alive():
+        """Stops it if it runs, and closes its log either way (a server that exited by itself too)."""
+        if self.service:
             self.service.stop(sig)
 
     def __enter__(self):
