@@ -774,3 +774,23 @@ def test_gunicorn_raw_requests_answer_as_flask_does(database, tmp_path):
                 )
             fast, slow = _http(port, raw[0]), _http(port, raw[1])
             assert fast == slow, (path, lines, fast, slow)
+
+
+def test_tracing_on_every_hot_request_is_flasks(app, client, world, monkeypatch):
+    """With a tracer the request span (and its traceparent) is the Flask instrumentation's: the
+    fast handler takes nothing, headers or not."""
+    from durable_ledger.web import tracing
+
+    monkeypatch.setattr(tracing, "tracer", object())
+    headers = {**auth(), "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "X-Request-Id": "r"}
+    for hdrs in (auth(), headers):
+        fast, slow, wrote_fast, wrote_slow, passed = both(
+            app,
+            client,
+            "/v1/operations/k1/confirm",
+            warm=True,
+            headers=hdrs,
+            json={"fencing_token": world["stale"], "remote_id": 1},
+        )
+        assert passed
+        assert_same(fast, slow, wrote_fast, wrote_slow)
