@@ -794,3 +794,38 @@ def test_tracing_on_every_hot_request_is_flasks(app, client, world, monkeypatch)
         )
         assert passed
         assert_same(fast, slow, wrote_fast, wrote_slow)
+
+
+ROUTED = [
+    "/v1/operations/begin",
+    "/v1/operations/batch",
+    "/v1/operations/a/b/confirm",
+    "/v1/operations/a/fail/outcome",
+    "/v1/operations/begin/confirm",
+    "/v1/operations/batch/outcome",
+    "/v1/operations/x/lookup-result/confirm",
+    "/v1/operations/a b/confirm",
+    "/v1/operations/a%2Fb/confirm",
+    "/v1/operations/a;b/confirm",
+    "/v1/operations/-/outcome",
+    "/v1/operations/k/approve/confirm",
+    "/v1/operations/" + "k" * 512 + "/confirm",
+]
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_a_hot_path_is_the_route_flask_would_pick(app):
+    """Where the fast handler takes a path, Werkzeug's map picks that route with that key."""
+    from durable_ledger.gate import fast_routes
+
+    adapter = app.url_map.bind("localhost")
+    names = {
+        "_begin": "operations.begin",
+        "_batch": "operations.batch",
+        "_confirm": "operations.confirm",
+        "_outcome": "operations.outcome",
+    }
+    for path in ROUTED:
+        hot = fast_routes._route(path)
+        endpoint, args = adapter.match(path, "POST")
+        assert (names[hot[1].__name__], hot[2]) == (endpoint, args.get("key")), path
