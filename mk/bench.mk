@@ -32,7 +32,7 @@ bench:
 	@echo "[bench] the same steps in a running n8n server (n8n start, production webhooks)" >&2
 	@$(MAKE) --no-print-directory bench-n8n-server BENCH_N8N_SERVER_OUT=$(DURABLE_CACHE)/bench-n8n-server.json >/dev/null \
 	  || echo "[bench] the n8n server measurement failed: the JSON says so under n8n_server" >&2
-	@PYTHONPATH=ledger-service/tests $(PY) tests/bench/run_bench.py --dbos-python $(BENCH_VENV)/bin/python --n8n-results $(DURABLE_CACHE)/bench-n8n.json \
+	@PYTHONPATH=ledger-service/tests:stack $(PY) tests/bench/run_bench.py --dbos-python $(BENCH_VENV)/bin/python --n8n-results $(DURABLE_CACHE)/bench-n8n.json \
 	  --n8n-server-results $(DURABLE_CACHE)/bench-n8n-server.json $(BENCH_ARGS)
 
 # The n8n server half alone (about 2 min): prints its JSON.
@@ -47,4 +47,4 @@ bench-compare:
 bench-quick:
 	@$(MAKE) --no-print-directory setup bench-deps >&2
 	@bash stack/ensure-services.sh postgres >&2
-	@PYTHONPATH=ledger-service/tests $(PY) tests/bench/run_bench.py --dbos-python $(BENCH_VENV)/bin/python $(BENCH_QUICK_ARGS) $(BENCH_ARGS)
+	@PYTHONPATH=ledger-service/tests:stack $(PY) tests/bench/run_bench.py --dbos-python $(BENCH_VENV)/bin/python $(BENCH_QUICK_ARGS) $(BENCH_ARGS)
