@@ -8,7 +8,9 @@ NODE_ENV = export PATH="$$(bash $(CURDIR)/stack/node24.sh):$$PATH";
 .PHONY: test-node node-deps node-build node-lint node-unit node-e2e n8n-install
 
 
-test-node: setup node-build node-lint node-unit node-e2e
+# The e2e suite in real n8n runs in `make test` once per n8n version, with the package installed the
+# way users install it (test-n8n-matrix in mk/dist.mk); `make node-e2e` runs it from this checkout.
+test-node: setup node-build node-lint node-unit
 
 # devDependencies: npm ci once per lockfile into the cache, then a symlink. A developer's own
 # real node_modules directory is left alone. --ignore-scripts: eslint-plugin-n8n-nodes-base has
@@ -38,7 +40,7 @@ node-unit: setup node-build
 n8n-install:
 	@bash stack/n8n.sh install >/dev/null
 
-# The measurement test runs 2 rounds here (it checks that `make bench`'s n8n half works; the
-# numbers come from `make bench`, 21 rounds).
+# The measurement test runs 2 rounds here (1 in test-n8n-matrix) (it checks that `make bench`'s n8n
+# half works; the numbers come from `make bench`, 21 rounds).
 node-e2e: setup node-build n8n-install
 	@$(NODE_ENV) DURABLE_BENCH_RUNS=$${DURABLE_BENCH_RUNS:-2} node --test --test-reporter=spec --test-concurrency=1 tests/n8n/e2e.test.mjs

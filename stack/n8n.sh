@@ -89,6 +89,9 @@ run_n8n() {
   export N8N_DIAGNOSTICS_ENABLED=false N8N_VERSION_NOTIFICATIONS_ENABLED=false \
     N8N_TEMPLATES_ENABLED=false N8N_PERSONALIZATION_ENABLED=false \
     N8N_LOG_LEVEL="${N8N_LOG_LEVEL:-info}" N8N_SECURE_COOKIE=false
+  # V8's code cache on disk: an n8n process (and its task runner) compiles about 1.4 s of CPU less
+  # at start. Keyed by each file's content, so every n8n version can share it.
+  export NODE_COMPILE_CACHE="${NODE_COMPILE_CACHE:-$CACHE/node-compile-cache}"
   export N8N_PORT="${N8N_PORT:-$(free_port)}"
   export N8N_RUNNERS_BROKER_PORT="${N8N_RUNNERS_BROKER_PORT:-$(free_port)}"
   if [[ "${N8N_DB:-sqlite}" == postgres ]]; then

@@ -14,7 +14,9 @@ Each suite gets its own slice of the port range free_port() picks from (DURABLE_
 stack/localhost.py): two suites that pick a port at the same moment cannot pick the same one.
 
 A suite's output goes to its log (under --logs) and is printed in one piece when it ends, with
-its time; the failing suites' names come again at the end. Exit status 1 if any suite failed.
+its time and the CPU seconds it used (its processes and every descendant they waited for; the
+databases and WordPress's PHP run outside and are not counted). The failing suites' names come
+again at the end. Exit status 1 if any suite failed.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ class Suite:
         self.log_path = logs / f"{target}.log"
         self.cmd = ["make", "--no-print-directory", *make_args, target]
         self.proc: subprocess.Popen | None = None
-        self.started = self.seconds = 0.0
+        self.started = self.seconds = self.cpu = 0.0
 
     def start(self) -> None:
         env = {**os.environ, "DURABLE_PORT_RANGE": self.ports}
@@ -51,17 +53,21 @@ class Suite:
         print(f"[suites] {time.strftime('%H:%M:%S')} start {self.target}", flush=True)
 
     def poll(self) -> int | None:
-        rc = self.proc.poll()
-        if rc is not None:
-            self.seconds = time.monotonic() - self.started
-            self.log.close()
+        # wait4 rather than Popen.poll: its rusage is the suite's CPU time, descendants included.
+        pid, status, usage = os.wait4(self.proc.pid, os.WNOHANG)
+        if pid == 0:
+            return None
+        rc = self.proc.returncode = os.waitstatus_to_exitcode(status)
+        self.seconds = time.monotonic() - self.started
+        self.cpu = usage.ru_utime + usage.ru_stime
+        self.log.close()
         return rc
 
 
 def report(suite: Suite, rc: int) -> None:
     verdict = "passed" if rc == 0 else f"FAILED (exit {rc})"
     bar = "=" * 20
-    print(f"{bar} {suite.target}: {verdict} in {suite.seconds:.0f} s {bar}", flush=True)
+    print(f"{bar} {suite.target}: {verdict} in {suite.seconds:.0f} s, {suite.cpu:.0f} CPU s {bar}", flush=True)
     sys.stdout.write(suite.log_path.read_text(errors="replace"))
     sys.stdout.flush()
 
@@ -70,7 +76,7 @@ def run(targets: list[str], jobs: int, make_args: list[str], logs: Path) -> int:
     logs.mkdir(parents=True, exist_ok=True)
     waiting = [Suite(t, p, make_args, logs) for t, p in zip(targets, port_slices(len(targets)))]
     running: list[Suite] = []
-    times, failed = {}, []
+    times, cpu, failed = {}, {}, []
     begin = time.monotonic()
     while waiting or running:
         while waiting and len(running) < jobs:
@@ -83,13 +89,15 @@ def run(targets: list[str], jobs: int, make_args: list[str], logs: Path) -> int:
             if rc is None:
                 continue
             running.remove(suite)
-            times[suite.target] = round(suite.seconds)
+            times[suite.target], cpu[suite.target] = round(suite.seconds), round(suite.cpu)
             report(suite, rc)
             if rc != 0:
                 failed.append(suite.target)
     wall = round(time.monotonic() - begin)
     print(f"[suites] seconds per suite ({jobs} at a time, {wall} s in all): "
           + ", ".join(f"{t} {s}" for t, s in times.items()), flush=True)
+    print(f"[suites] CPU seconds per suite ({sum(cpu.values())} in all): "
+          + ", ".join(f"{t} {s}" for t, s in cpu.items()), flush=True)
     if failed:
         print(f"[suites] FAILED: {' '.join(failed)} (logs in {logs})", flush=True)
         return 1
