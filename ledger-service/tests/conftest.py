@@ -6,6 +6,7 @@ operators run the ledger on PostgreSQL at scale.
 """
 
 import os
+import shutil
 import uuid
 
 import psycopg2
@@ -56,10 +57,31 @@ def backend(request, tmp_path):
     return request.getfixturevalue("pg_url")
 
 
-@pytest.fixture
-def database(backend):
-    init_database(backend)
+# Per test, the schema is not built again: SQLite tests start from a copy of a file migrated once
+# per worker, and a PostgreSQL database is migrated once per session (its rows are emptied per
+# test). Building it per test cost 0.1 s on SQLite and 0.4 s on PostgreSQL, app included.
+_MIGRATED = set()
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory):
+    path = tmp_path_factory.mktemp("schema") / "ledger.db"
+    init_database(f"sqlite:///{path}")
     create_schema()
+    db.close()  # the last connection: SQLite folds the WAL into the file, which is then copied whole
+    return path
+
+
+@pytest.fixture
+def database(backend, request):
+    if backend.startswith("sqlite"):
+        target = backend.removeprefix("sqlite:///")
+        if not os.path.exists(target):
+            shutil.copyfile(request.getfixturevalue("sqlite_template"), target)
+    init_database(backend)
+    if not backend.startswith("sqlite") and backend not in _MIGRATED:
+        create_schema()
+        _MIGRATED.add(backend)
     _cache.clear()
     with db.connection_context():
         for model in reversed(ALL_MODELS + AGENT_MODELS + SESSION_MODELS):
@@ -72,7 +94,7 @@ def database(backend):
 @pytest.fixture
 def app(database):
     cfg = Config(database_url=database, bootstrap_tokens=TOKENS, log_level="WARNING")
-    application = create_app(cfg)
+    application = create_app(cfg, init_schema=False)  # the database fixture migrated it
     application.testing = True
     return application
 
