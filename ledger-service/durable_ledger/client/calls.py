@@ -7,7 +7,7 @@ here (HttpLedger sends them, LocalLedger checks them as the routes do, then call
 from dataclasses import dataclass
 from datetime import datetime
 
-from ..kernel import checks
+from ..kernel import checks, fields
 from ..kernel.errors import ValidationFailed
 from .bodies import (
     approve_body,
@@ -181,7 +181,7 @@ class LedgerCalls:
         """The stored bytes of ``sha256``."""
         # Refused here, as agents/artifacts.py refuses it, before it becomes a URL: a value with a
         # slash would otherwise be the router's 404 over HTTP and a validation error in process.
-        if not isinstance(sha256, str) or checks.SHA256_HEX.fullmatch(sha256) is None:
+        if not isinstance(sha256, str) or fields.SHA256_HEX.fullmatch(sha256) is None:
             raise ValidationFailed("sha256 must be 64 lowercase hex digits", {"field": "sha256"})
         return self._artifact(sha256)
 

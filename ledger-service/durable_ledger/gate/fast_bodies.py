@@ -9,7 +9,7 @@ spell a refusal, and a difference between the two can only send a valid body the
 
 import re
 
-from ..kernel import checks
+from ..kernel import checks, fields
 from ..kernel.errors import LedgerError
 
 _HASH = re.compile(r"[0-9a-f]{64}")
@@ -23,7 +23,7 @@ class _Refuse(Exception):
 def _checked(check, value):
     try:
         return check(value)
-    except checks.Problem:
+    except fields.Problem:
         raise _Refuse from None
 
 
@@ -31,12 +31,12 @@ def _token(body):
     value = body.get("fencing_token")
     if value is None:  # absent or null: the schema's "required" / "may not be null"
         raise _Refuse
-    return _checked(checks.FENCING_TOKEN, value)
+    return _checked(fields.FENCING_TOKEN, value)
 
 
 def _mapping(body, name):
     value = body.get(name, _ABSENT)
-    return {} if value is _ABSENT else _checked(checks.mapping, value)
+    return {} if value is _ABSENT else _checked(fields.mapping, value)
 
 
 _ABSENT = object()
@@ -51,11 +51,11 @@ def begin(body, _cfg):
     try:
         if not body.keys() <= _BEGIN or "job_id" not in body or "action" not in body:
             return None
-        out = {"job_id": _checked(checks.JOB_ID, body["job_id"]), "action": _checked(checks.ACTION, body["action"]),
+        out = {"job_id": _checked(fields.JOB_ID, body["job_id"]), "action": _checked(fields.ACTION, body["action"]),
                "fencing_token": _token(body),
-               "operation_key": _checked(checks.OPERATION_KEY, body.get("operation_key")),
-               "target": _checked(checks.TARGET, body.get("target")),
-               "requires_approval": _checked(checks.boolean, body.get("requires_approval", False))}
+               "operation_key": _checked(fields.OPERATION_KEY, body.get("operation_key")),
+               "target": _checked(fields.TARGET, body.get("target")),
+               "requires_approval": _checked(fields.boolean, body.get("requires_approval", False))}
         if "payload" in body:
             out["payload"] = body["payload"]
         if "request_hash" in body:
@@ -73,8 +73,8 @@ def confirm(body, cfg):
     try:
         if not body.keys() <= _CONFIRM or body.get("remote_id") is None:
             return None
-        out = {"fencing_token": _token(body), "remote_id": _checked(checks.remote_id, body["remote_id"]),
-               "receipt": _mapping(body, "receipt"), "cost": _checked(checks.COST, body.get("cost"))}
+        out = {"fencing_token": _token(body), "remote_id": _checked(fields.remote_id, body["remote_id"]),
+               "receipt": _mapping(body, "receipt"), "cost": _checked(fields.COST, body.get("cost"))}
         return out if _sizes_fit(out, ("receipt",), cfg) else None
     except _Refuse:
         return None
@@ -91,9 +91,9 @@ def outcome(body, cfg):
         if kind is not None and kind not in _ERROR_KINDS:
             return None
         out = {"fencing_token": _token(body), "http_status": status, "error_kind": kind,
-               "remote_id": _checked(checks.remote_id, body.get("remote_id")),
+               "remote_id": _checked(fields.remote_id, body.get("remote_id")),
                "receipt": _mapping(body, "receipt"), "error": _mapping(body, "error"),
-               "cost": _checked(checks.COST, body.get("cost"))}
+               "cost": _checked(fields.COST, body.get("cost"))}
         return out if _sizes_fit(out, ("receipt", "error"), cfg) else None
     except _Refuse:
         return None
@@ -120,7 +120,7 @@ def _batch_confirm(item, cfg):
     if not isinstance(item, dict) or not item.keys() <= _BATCH_CONFIRM or item.get("operation_key") is None:
         return None
     try:
-        key = _checked(checks.OPERATION_KEY, item["operation_key"])
+        key = _checked(fields.OPERATION_KEY, item["operation_key"])
     except _Refuse:
         return None
     out = confirm({k: v for k, v in item.items() if k != "operation_key"}, cfg)

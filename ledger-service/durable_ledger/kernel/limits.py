@@ -1,6 +1,6 @@
 """Input limits in one place: what the API (and the in-process client) refuse before the core
-or a driver sees it. Plain Python, no Flask: durable_ledger/kernel/checks.py (the field checks both
-the routes and LocalLedger call) builds on them.
+or a driver sees it. Plain Python, no Flask: durable_ledger/kernel/fields.py and checks.py (the
+field and body checks both the routes and LocalLedger call) build on them.
 
 Each refusal is a 4xx in the error shape (docs/api.md, "Limits"):
 

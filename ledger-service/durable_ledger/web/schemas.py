@@ -4,7 +4,7 @@ Value limits match the columns on both backends (PostgreSQL ``integer`` is 32-bi
 ``varchar(n)``); the limits every body shares (depth, NUL, surrogates, non-finite numbers) are
 applied while parsing, in ``limits.parse_json``. The fields LocalLedger takes too (ids, keys,
 actions, targets, owners, tokens, task versions, budgets, ttl, cost, remote ids, receipt and
-error sizes) are checked by durable_ledger.kernel.checks, the one module both doors call: here each is
+error sizes) are checked by durable_ledger.kernel.fields and .checks, the modules both doors call: here each is
 a `Shared` field, whose marshmallow type and validators only describe it in /openapi.json.
 """
 
@@ -15,11 +15,12 @@ from flask import current_app
 from marshmallow import RAISE, Schema, ValidationError, fields, validate
 
 from ..kernel import checks, limits
+from ..kernel import fields as rules  # marshmallow's `fields` is this module's other name
 from ..kernel.errors import MalformedJson
 from . import refusals
 
 _key = validate.Length(min=1, max=255)
-MAX_APPROVAL_HORIZON_S = checks.MAX_APPROVAL_HORIZON_S
+MAX_APPROVAL_HORIZON_S = rules.MAX_APPROVAL_HORIZON_S
 
 
 def _int32(min=limits.INT32_MIN, max=limits.INT32_MAX):
@@ -50,7 +51,7 @@ def _expiry(value):
 
 
 class _Shared:
-    """A field checked by durable_ledger.kernel.checks (``check``: value -> normalised value)."""
+    """A field checked by durable_ledger.kernel.fields (``check``: value -> normalised value)."""
 
     def __init__(self, check, *args, **kwargs):
         self.check = check
@@ -59,7 +60,7 @@ class _Shared:
     def _deserialize(self, value, attr, data, **kwargs):
         try:
             return self.check(value)
-        except checks.Problem as exc:
+        except rules.Problem as exc:
             raise ValidationError(exc.messages) from None
 
 
@@ -95,7 +96,7 @@ class RemoteId(_Shared, fields.Raw):
     """The remote object's id: a string or an integer that fits the 255-character column."""
 
     def __init__(self, **kwargs):
-        super().__init__(checks.remote_id, **kwargs)
+        super().__init__(rules.remote_id, **kwargs)
 
 
 def _number(check, **kwargs):
@@ -105,15 +106,15 @@ def _number(check, **kwargs):
 
 
 def _token():
-    return _number(checks.FENCING_TOKEN, required=True, strict=True)
+    return _number(rules.FENCING_TOKEN, required=True, strict=True)
 
 
 def _bool(**kwargs):
-    return SharedBool(checks.boolean, **kwargs)
+    return SharedBool(rules.boolean, **kwargs)
 
 
 def _dict(**kwargs):
-    return SharedDict(checks.mapping, **kwargs)
+    return SharedDict(rules.mapping, **kwargs)
 
 
 class Strict(Schema):
@@ -124,19 +125,19 @@ class Strict(Schema):
     sized = {}
 
 
-# For the document: the budgets are read by checks.budgets (JobPutSchema.budgets).
-BudgetsSchema = Strict.from_dict({name: _number(check) for name, check in checks.BUDGETS.items()},
+# For the document: the budgets are read by rules.budgets (JobPutSchema.budgets).
+BudgetsSchema = Strict.from_dict({name: _number(check) for name, check in rules.BUDGETS.items()},
                                  name="BudgetsSchema")
 
 
 class JobPutSchema(Strict):
-    task_version = _number(checks.TASK_VERSION, load_default=1)
-    pipeline = SharedStr(checks.PIPELINE, load_default="generic", validate=validate.Length(min=1, max=64))
-    phases = SharedList(checks.phases, fields.String(validate=validate.Length(min=1, max=64)), load_default=None,
+    task_version = _number(rules.TASK_VERSION, load_default=1)
+    pipeline = SharedStr(rules.PIPELINE, load_default="generic", validate=validate.Length(min=1, max=64))
+    phases = SharedList(rules.phases, fields.String(validate=validate.Length(min=1, max=64)), load_default=None,
                         validate=validate.Length(min=1, max=100))
-    budgets = SharedNested(checks.budgets, BudgetsSchema, load_default=dict)
-    session_id = SharedStr(checks.SESSION_ID, load_default=None, allow_none=True, validate=_key)
-    policy_hash = SharedStr(checks.POLICY_HASH, load_default=None, allow_none=True, validate=validate.Length(max=128))
+    budgets = SharedNested(rules.budgets, BudgetsSchema, load_default=dict)
+    session_id = SharedStr(rules.SESSION_ID, load_default=None, allow_none=True, validate=_key)
+    policy_hash = SharedStr(rules.POLICY_HASH, load_default=None, allow_none=True, validate=validate.Length(max=128))
 
 
 class TokenSchema(Strict):
@@ -150,22 +151,22 @@ class VersionSchema(Strict):
 
 
 class LeaseSchema(Strict):
-    owner = SharedStr(checks.OWNER, required=True, validate=_key)
-    ttl_s = _number(checks.TTL_S, load_default=None)
+    owner = SharedStr(rules.OWNER, required=True, validate=_key)
+    ttl_s = _number(rules.TTL_S, load_default=None)
     takeover = _bool(load_default=False)
 
 
 class StartSchema(Strict):
     """`POST /v1/jobs/{id}/start`: JobPut's fields (no session: binding one calls the agent
     service, which cannot sit inside the transaction) and Lease's, plus what a lower version does."""
-    task_version = _number(checks.TASK_VERSION, load_default=1)
-    pipeline = SharedStr(checks.PIPELINE, load_default="generic", validate=validate.Length(min=1, max=64))
-    phases = SharedList(checks.phases, fields.String(validate=validate.Length(min=1, max=64)), load_default=None,
+    task_version = _number(rules.TASK_VERSION, load_default=1)
+    pipeline = SharedStr(rules.PIPELINE, load_default="generic", validate=validate.Length(min=1, max=64))
+    phases = SharedList(rules.phases, fields.String(validate=validate.Length(min=1, max=64)), load_default=None,
                         validate=validate.Length(min=1, max=100))
-    budgets = SharedNested(checks.budgets, BudgetsSchema, load_default=dict)
-    policy_hash = SharedStr(checks.POLICY_HASH, load_default=None, allow_none=True, validate=validate.Length(max=128))
-    owner = SharedStr(checks.OWNER, required=True, validate=_key)
-    ttl_s = _number(checks.TTL_S, load_default=None)
+    budgets = SharedNested(rules.budgets, BudgetsSchema, load_default=dict)
+    policy_hash = SharedStr(rules.POLICY_HASH, load_default=None, allow_none=True, validate=validate.Length(max=128))
+    owner = SharedStr(rules.OWNER, required=True, validate=_key)
+    ttl_s = _number(rules.TTL_S, load_default=None)
     takeover = _bool(load_default=False)
     # "refuse": a task_version lower than the job's is 409 task_version_lower; "keep": the job goes on
     # at its own version (what Start Job 1 and 1.1 do).
@@ -173,35 +174,35 @@ class StartSchema(Strict):
 
 
 class LeaseRenewSchema(Strict):
-    owner = SharedStr(checks.OWNER, required=True, validate=_key)
+    owner = SharedStr(rules.OWNER, required=True, validate=_key)
     fencing_token = _token()
-    ttl_s = _number(checks.TTL_S, load_default=None)
+    ttl_s = _number(rules.TTL_S, load_default=None)
 
 
 class LeaseReleaseSchema(Strict):
-    owner = SharedStr(checks.OWNER, required=True, validate=_key)
+    owner = SharedStr(rules.OWNER, required=True, validate=_key)
     fencing_token = _token()
 
 
 class BeginSchema(Strict):
-    job_id = SharedStr(checks.JOB_ID, required=True)
-    action = SharedStr(checks.ACTION, required=True)
+    job_id = SharedStr(rules.JOB_ID, required=True)
+    action = SharedStr(rules.ACTION, required=True)
     payload = fields.Raw(allow_none=True)
     request_hash = fields.String(validate=validate.Regexp(r"^[0-9a-f]{64}$"))
     fencing_token = _token()
-    operation_key = SharedStr(checks.OPERATION_KEY, load_default=None, allow_none=True)
-    target = SharedStr(checks.TARGET, load_default=None, allow_none=True, validate=_key)
+    operation_key = SharedStr(rules.OPERATION_KEY, load_default=None, allow_none=True)
+    target = SharedStr(rules.TARGET, load_default=None, allow_none=True, validate=_key)
     requires_approval = _bool(load_default=False)
 
 
 class BatchConfirmSchema(Strict):
     sized = {"receipt": "max_receipt_bytes"}
 
-    operation_key = SharedStr(checks.OPERATION_KEY, required=True)
+    operation_key = SharedStr(rules.OPERATION_KEY, required=True)
     fencing_token = _token()
     remote_id = RemoteId(required=True)
     receipt = _dict(load_default=dict)
-    cost = _number(checks.COST, load_default=None, allow_none=True)
+    cost = _number(rules.COST, load_default=None, allow_none=True)
 
 
 class BatchSchema(Strict):
@@ -215,7 +216,7 @@ class ConfirmSchema(Strict):
     fencing_token = _token()
     remote_id = RemoteId(required=True)
     receipt = _dict(load_default=dict)
-    cost = _number(checks.COST, load_default=None, allow_none=True)
+    cost = _number(rules.COST, load_default=None, allow_none=True)
 
 
 class FailSchema(Strict):
@@ -243,7 +244,7 @@ class OutcomeSchema(Strict):
     remote_id = RemoteId(load_default=None, allow_none=True)
     receipt = _dict(load_default=dict)
     error = _dict(load_default=dict)
-    cost = _number(checks.COST, load_default=None, allow_none=True)
+    cost = _number(rules.COST, load_default=None, allow_none=True)
 
 
 class LookupResultSchema(Strict):
@@ -270,7 +271,7 @@ class CheckpointSchema(Strict):
 
     fencing_token = _token()
     phase = fields.String(required=True, validate=validate.Length(min=1, max=64))
-    task_version = _number(checks.TASK_VERSION)
+    task_version = _number(rules.TASK_VERSION)
     artifacts = fields.List(fields.Nested(ArtifactSchema), load_default=list, validate=validate.Length(max=1000))
     remote = fields.Dict(load_default=dict)
     next_allowed_actions = fields.List(fields.String(validate=_key), load_default=list,
@@ -279,17 +280,17 @@ class CheckpointSchema(Strict):
 
 
 class ApprovalSchema(Strict):
-    job_id = SharedStr(checks.JOB_ID, required=True)
-    task_version = _number(checks.TASK_VERSION, required=True)
-    action = SharedStr(checks.ACTION, required=True)
+    job_id = SharedStr(rules.JOB_ID, required=True)
+    task_version = _number(rules.TASK_VERSION, required=True)
+    action = SharedStr(rules.ACTION, required=True)
     content_digest = fields.String(required=True, validate=validate.Regexp(r"^[0-9a-f]{64}$"))
-    target = SharedStr(checks.TARGET, required=True, validate=_key)
+    target = SharedStr(rules.TARGET, required=True, validate=_key)
     expires_at = fields.String(required=True, validate=_expiry)
     note = fields.String(load_default=None, allow_none=True, validate=validate.Length(max=2000))
 
 
 class CancelSchema(Strict):
-    reason = SharedStr(checks.REASON, load_default=None, allow_none=True, validate=validate.Length(max=500))
+    reason = SharedStr(rules.REASON, load_default=None, allow_none=True, validate=validate.Length(max=500))
 
 
 class ReauthorizeSchema(Strict):
@@ -304,8 +305,8 @@ class CurrentArtifactSchema(Strict):
 
 
 class ResumeSchema(Strict):
-    owner = SharedStr(checks.OWNER, required=True, validate=_key)
-    ttl_s = _number(checks.TTL_S, load_default=None)
+    owner = SharedStr(rules.OWNER, required=True, validate=_key)
+    ttl_s = _number(rules.TTL_S, load_default=None)
     takeover = _bool(load_default=False)
     artifacts = fields.List(fields.Nested(CurrentArtifactSchema), load_default=list, validate=validate.Length(max=1000))
     policy_hash = fields.String(load_default=None, allow_none=True, validate=validate.Length(max=128))
