@@ -2,7 +2,9 @@
 
     n8n ──▶ FaultRelay ──▶ publishing proxy (or ledger)
 
-Pass-through by default. `arm(method, path_regex, mode)` picks the next matching request:
+Pass-through by default. `arm(method, path_regex, mode)` picks the next matching request (several
+traps may be armed at once, e.g. one per job of runs that are killed together; each takes one
+request, the first armed that matches):
 
     mode "before_send"   the request is held and never forwarded: the caller crashes before
                          anything reached the remote (the ledger has it SENT, WordPress has nothing)
@@ -45,7 +47,7 @@ class FaultRelay:
     def __init__(self, upstream_url: str, host: str = "127.0.0.1", port: int = 0):
         parts = urlsplit(upstream_url)
         self.upstream = (parts.hostname, parts.port or 80)
-        self.trap: Trap | None = None
+        self.traps: list[Trap] = []
         self.forwarded = 0
         self._release = threading.Event()
         self._lock = threading.Lock()
@@ -117,19 +119,20 @@ class FaultRelay:
             raise ValueError(f"unknown mode {mode}")
         trap = Trap(method.upper(), re.compile(path_regex), mode, re.compile(body_regex) if body_regex else None)
         with self._lock:
-            self.trap = trap
+            self.traps.append(trap)
         return trap
 
     def disarm(self):
+        """Drops every trap not hit yet (requests already held stay held until close())."""
         with self._lock:
-            self.trap = None
+            self.traps.clear()
 
     def _take_trap(self, method, path, body):
         with self._lock:
-            trap = self.trap
-            if trap is not None and trap.matches(method, path, body):
-                self.trap = None  # one request only
-                return trap
+            for trap in self.traps:
+                if trap.matches(method, path, body):
+                    self.traps.remove(trap)  # one request only
+                    return trap
             self.forwarded += 1
             return None
 

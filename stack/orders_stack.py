@@ -159,13 +159,6 @@ class OrdersStack(PipelineStack):
         """The six shipped sub-workflows, unchanged (their settings come in the main workflow's input)."""
         return [json.loads(f.read_text()) for f in SUB_FILES]
 
-    def publish(self, workflow_ids) -> None:
-        """n8n 2.x runs a Gated Sub-Workflow's sub-workflow outside the editor only once it is published."""
-        for workflow_id in workflow_ids:
-            out = self.n8n("publish:workflow", f"--id={workflow_id}")
-            if out.returncode != 0:
-                raise RuntimeError(f"n8n publish:workflow {workflow_id} failed:\n{out.stdout}\n{out.stderr}")
-
     def workflow(self, workflow_id: str, batch: str) -> dict:  # noqa: D102 (PipelineStack has another signature)
         """The shipped workflow with this stack's Config values."""
         wf = copy.deepcopy(json.loads(WORKFLOW_FILE.read_text()))

@@ -72,8 +72,8 @@ class AgentToolStack(PipelineStack):
         return {**CRED_OPENAI, "type": "openAiApi", "data": {"apiKey": "standin-key", "url": self.openai_url}}
 
     def n8n_env(self) -> dict:
-        # n8n 2.x runs the PUBLISHED version of a sub-workflow outside manual runs. `n8n publish:workflow`
-        # sets the workflow's active version; the publication service (on by default) serves from a table
+        # n8n 2.x runs the PUBLISHED version of a sub-workflow outside manual runs. Publishing (at import,
+        # stack/pipeline_stack.py) sets the active version; the publication service (on by default) serves from a table
         # that only a running `n8n start` fills through its outbox. CLI runs read the active version:
         return {**super().n8n_env(), "N8N_USE_WORKFLOW_PUBLICATION_SERVICE": "false"}
 
@@ -99,12 +99,7 @@ class AgentToolStack(PipelineStack):
                 a["value"] = request[a["name"]]
         return wf
 
-    def publish(self, workflow_ids=(TOOL_WORKFLOW_ID, *SUB_WORKFLOW_IDS)):
-        """n8n 2.x runs a sub-workflow (a Call n8n Workflow Tool's target, a Gated Sub-Workflow's) only once it is published."""
-        for workflow_id in workflow_ids:
-            out = self.n8n("publish:workflow", f"--id={workflow_id}")
-            if out.returncode != 0:
-                raise RuntimeError(f"n8n publish:workflow {workflow_id} failed:\n{out.stdout}\n{out.stderr}")
+    PUBLISHED = (TOOL_WORKFLOW_ID, *SUB_WORKFLOW_IDS)  # the tool workflow and its sub-workflows
 
     # ------------------------------------------------------------------ counted at the remote
 

@@ -33,8 +33,7 @@ def stack(tmp_path_factory):
     try:
         st.start()
         st.import_workflows(st.tool_workflows() + [st.agent_workflow(workflow_id(n), r, parallel=n == "parallel")
-                                               for n, r in REQUESTS.items()])
-        st.publish()
+                                               for n, r in REQUESTS.items()], publish=st.PUBLISHED)
         yield st
     finally:
         st.stop()

@@ -584,9 +584,9 @@ def targets(pg, scale_points):
         return ok, {"value": round(value, 3), op: round(limit, 3), "ok": ok}
 
     rows = {
-        "http_gate_p50_le_1x_dbos_step": check(g, d, "<="),
+        "http_gate_p50_le_0.8x_dbos_step": check(g, 0.8 * d if isinstance(d, num) else None, "<="),
         "http_gate_p50_le_4x_floor": check(g, 4 * f if isinstance(f, num) else None, "<="),
-        "in_process_p50_le_0.5x_dbos_step": check(ip, 0.5 * d if isinstance(d, num) else None, "<="),
+        "in_process_p50_le_0.3x_dbos_step": check(ip, 0.3 * d if isinstance(d, num) else None, "<="),
         "gated_ops_per_s_16_ge_1000": check(o16, 1000, ">="),
         "batch100_ops_per_s_ge_3x_per_call": check(b100, 3 * o16 if isinstance(o16, num) else None, ">="),
         "p50_at_1M_within_20pct_of_10k": check(s1m, 1.2 * s10k if isinstance(s10k, num) else None, "<="),

@@ -42,8 +42,7 @@ before(async () => {
 		gated('durableGatedHang', 'e2e-article-2', '/write-hang', 1500),
 		// Gated Sub-workflow: the parent runs a sub-workflow that POSTs to the sink, and its lookup.
 		...subworkflows(),
-	]);
-	for (const id of SUBWORKFLOWS) await n8n.publishWorkflow(id);
+	], { publish: SUBWORKFLOWS });
 });
 
 const SUBWORKFLOWS = ['durableSubWrite', 'durableSubWriteHang', 'durableSubLookup'];

@@ -84,10 +84,11 @@ export async function makeN8n() {
 		N8N_USE_WORKFLOW_PUBLICATION_SERVICE: 'false',
 	};
 	/** Runs the n8n CLI; resolves with {code, stdout, stderr, ms}. */
-	function run(args, { timeoutMs = 180000 } = {}) {
+	function run(args, { timeoutMs = 180000, extraEnv = {} } = {}) {
 		const t0 = performance.now();
 		return new Promise((resolve) => {
-			execFile('bash', [N8N_SH, 'n8n', ...args], { env, timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024 }, (err, stdout, stderr) => {
+			const options = { env: { ...env, ...extraEnv }, timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024 };
+			execFile('bash', [N8N_SH, 'n8n', ...args], options, (err, stdout, stderr) => {
 				resolve({ code: err ? (err.code ?? 1) : 0, stdout, stderr, ms: performance.now() - t0 });
 			});
 		});
@@ -102,17 +103,21 @@ export async function makeN8n() {
 		if (r.code !== 0) throw new Error(`import:credentials failed (${r.code}):\n${r.stdout}\n${r.stderr}`);
 		return r;
 	}
-	async function importWorkflows(workflows) {
-		const r = await run(['import:workflow', `--input=${writeJson('workflows.json', workflows)}`]);
+	/**
+	 * Imports the workflows in one CLI run. `publish`: the ids to publish too (their current version),
+	 * what n8n 2.x needs to run a sub-workflow outside the editor. n8n 2.x activates workflows from
+	 * their JSON at import only when it believes it runs in queue mode, which for an import changes
+	 * nothing else: one n8n process instead of one `publish:workflow` process per id. n8n 1.x has no
+	 * publication (it runs the saved version of a sub-workflow): nothing to publish there.
+	 */
+	async function importWorkflows(workflows, { publish = [] } = {}) {
+		const publishing = publish.length > 0 && !String(process.env.N8N_VERSION || '').startsWith('1.');
+		const marked = workflows.map((w) => ({ ...w, active: publishing && publish.includes(w.id) }));
+		const args = ['import:workflow', `--input=${writeJson('workflows.json', marked)}`];
+		const r = await run(publishing ? [...args, '--activeState=fromJson'] : args, {
+			extraEnv: publishing ? { EXECUTIONS_MODE: 'queue' } : {},
+		});
 		if (r.code !== 0) throw new Error(`import:workflow failed (${r.code}):\n${r.stdout}\n${r.stderr}`);
-		return r;
-	}
-	/** Publishes a workflow (its current version): what a sub-workflow needs to be run outside the editor. */
-	async function publishWorkflow(id) {
-		const r = await run(['publish:workflow', `--id=${id}`]);
-		// n8n 1.x has no publication: it runs the saved version of a sub-workflow, nothing to do.
-		if (r.code !== 0 && /Command "publish:workflow" not found/.test(`${r.stdout}\n${r.stderr}`)) return r;
-		if (r.code !== 0) throw new Error(`publish:workflow ${id} failed (${r.code}):\n${r.stdout}\n${r.stderr}`);
 		return r;
 	}
 	/** n8n execute --id --rawOutput; returns the parsed IRun plus the process wall time. */
@@ -125,7 +130,7 @@ export async function makeN8n() {
 	function cleanup() {
 		fs.rmSync(userFolder, { recursive: true, force: true });
 	}
-	return { userFolder, env, run, importCredentials, importWorkflows, publishWorkflow, execute, cleanup };
+	return { userFolder, env, run, importCredentials, importWorkflows, execute, cleanup };
 }
 
 /**

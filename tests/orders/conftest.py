@@ -34,8 +34,7 @@ def stack(tmp_path_factory):
         st.start()
         shipped = json.loads(WORKFLOW_FILE.read_text())  # as shipped, for the editor screenshot
         st.import_workflows(st.subworkflows() + [st.workflow(workflow_for(a, p), batch_for(a, p)) for a, p in CASES]
-                            + [shipped])
-        st.publish([w for pair in SUBWORKFLOWS.values() for w in pair])
+                            + [shipped], publish=[w for pair in SUBWORKFLOWS.values() for w in pair])
         yield st
     finally:
         st.stop()

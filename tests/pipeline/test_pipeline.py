@@ -2,14 +2,20 @@
 
 Boundaries (stack/pipeline_stack.py): before_send (SENT in the ledger, nothing reached WordPress),
 after_write (WordPress wrote it, the answer never reached n8n), after_receipt (the ledger holds
-the receipt, n8n never heard back, so the phase checkpoint is missing). n8n is SIGKILLed there
-(n8n and its task runner, no cleanup), then the same workflow runs again.
+the receipt, n8n never heard back, so the phase checkpoint is missing).
+
+Every case's first run starts at once in one `n8n start` server (a production webhook per case);
+each is held at its own boundary by the relays, and once all are held the server is SIGKILLed
+(n8n and its task runner, no cleanup): an executor lost with twelve executions in flight. A new
+server then runs every case again. The approval case runs with `n8n execute`, one run at a time.
 """
 import json
+import time
 
 import pytest
 from conftest import CASES, job_for, workflow_for
-from pipeline_stack import interrupted_run, outputs_of, step_routes
+from n8n_server import FINAL
+from pipeline_stack import arm_interruption, interrupted_run, outputs_of, run_error, step_routes
 
 RESULTS = {}
 
@@ -30,18 +36,83 @@ def assert_exactly_once(stack, job_id):
     return wp, report
 
 
+def crash_all(stack, timeout=300) -> dict:
+    """Starts every case's run in one server, waits until each is held at its boundary, then
+    SIGKILLs the server. Per case: the held request and what the remote answered, or why not."""
+    traps = {(a, p): arm_interruption(stack, a, p, job_id=job_for(a, p)) for a, p in CASES}
+    paths = [workflow_for(job_for(a, p)) for a, p in CASES]
+    t0 = time.monotonic()
+    try:
+        stack.start_server()
+        stack.wait_webhooks(paths)
+        for path in paths:
+            assert stack.post_webhook(path, {}) == 200
+        deadline = time.monotonic() + timeout
+        ended = {}
+        while time.monotonic() < deadline:
+            waiting = [c for c, t in traps.items() if not t.hit.is_set() and c not in ended]
+            if not waiting:
+                break
+            for case in waiting:  # a run that ended before its boundary never gets there
+                rows = stack.executions(workflow_for(job_for(*case)))
+                if rows and rows[-1]["status"] in FINAL:
+                    ended[case] = run_error(stack.irun(rows[-1]["id"])) or rows[-1]["status"]
+            time.sleep(0.2)
+        if traps[("create_draft", "after_write")].hit.is_set():
+            stack.wait_for_draft(job_for("create_draft", "after_write"))  # WordPress lists it: then kill
+        stack.kill_server()
+    finally:
+        for relay in (stack.relay, stack.ledger_relay):
+            relay.disarm()
+    seconds = round(time.monotonic() - t0, 1)
+    return {case: {"hit": trap.hit.is_set(), "ended_before": ended.get(case), "request": trap.request,
+                   "upstream_status": trap.upstream_status, "seconds": seconds} for case, trap in traps.items()}
+
+
+def rerun_all(stack, timeout=300) -> dict:
+    """A new server runs every case again; per case the execution as `n8n execute` prints it."""
+    before = {c: {e["id"] for e in stack.executions(workflow_for(job_for(*c)))} for c in CASES}
+    t0 = time.monotonic()
+    stack.start_server()
+    try:
+        stack.wait_webhooks([workflow_for(job_for(*c)) for c in CASES])
+        for case in CASES:
+            assert stack.post_webhook(workflow_for(job_for(*case)), {}) == 200
+        done, deadline = {}, time.monotonic() + timeout
+        while len(done) < len(CASES) and time.monotonic() < deadline:
+            for case in CASES:
+                new = [e for e in stack.executions(workflow_for(job_for(*case))) if e["id"] not in before[case]]
+                if case not in done and new and new[-1]["status"] in (*FINAL, "waiting"):
+                    done[case] = new[-1]["id"]
+            time.sleep(0.3)
+        runs = {case: stack.irun(i) for case, i in done.items()}
+    finally:
+        stack.server.stop()
+        stack.services.remove(stack.server)
+        stack.server = None
+    seconds = round(time.monotonic() - t0, 1)
+    return {case: {"run": runs.get(case), "error": run_error(runs[case]) if case in runs else "did not end",
+                   "seconds": seconds} for case in CASES}
+
+
+@pytest.fixture(scope="module")
+def batch(stack):
+    crashes = crash_all(stack)
+    return {"crash": crashes, "rerun": rerun_all(stack)}
+
+
 @pytest.mark.parametrize("action,point", CASES, ids=[f"{a}-{p}" for a, p in CASES])
-def test_pipeline_interrupted_then_rerun_ends_exactly_once(stack, action, point):
+def test_pipeline_interrupted_then_rerun_ends_exactly_once(stack, batch, action, point):
     job_id = job_for(action, point)
-    wf = workflow_for(job_id)
-    crash = interrupted_run(stack, wf, job_id, action, point)
+    crash = batch["crash"][(action, point)]
+    assert crash["hit"], f"the run ended before {point} of {action}: {crash['ended_before']}"
     if point == "before_send":
         assert crash["upstream_status"] is None  # nothing reached the proxy
     else:
         assert crash["upstream_status"] == 200  # the write (or the receipt) happened, unseen
 
-    rerun = stack.execute(wf)
-    assert rerun["exit"] == 0 and rerun["error"] is None, rerun["error"]
+    rerun = batch["rerun"][(action, point)]
+    assert rerun["error"] is None and rerun["run"]["status"] == "waiting", rerun["error"]
     waiting = outputs_of(rerun["run"], "Wait for Approval")[0][0]["durable"]
     assert waiting["waiting_for"] == "approval"
     routes = step_routes(rerun["run"])
@@ -57,7 +128,7 @@ def test_pipeline_interrupted_then_rerun_ends_exactly_once(stack, action, point)
     RESULTS[f"{action} {point}"] = {"drafts": wp["drafts"], "media": wp["media"], "seo_verified": wp["seo_verified"],
                                     "resource_packs": wp["resource_packs"], "published": wp["published"],
                                     "unknown_left": report["counts"]["unknown"], "rerun_routes": routes[step],
-                                    "crash_s": crash["seconds"], "rerun_s": rerun["seconds"]}
+                                    "all_crashed_s": crash["seconds"], "all_rerun_s": rerun["seconds"]}
 
 
 def test_pipeline_publishes_once_only_after_approval_even_if_interrupted(stack):

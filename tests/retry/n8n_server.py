@@ -1,31 +1,19 @@
-"""A real n8n 2.40.7 server (`n8n start`, SQLite) next to the real ledger server, driven the way a
-user's browser drives it: owner sign-in, workflow activation, production webhooks, the
-executions list and "Retry execution" through n8n's REST API; what n8n did is read from its own
-SQLite execution tables."""
+"""The retry suite's stack: the real ledger server (SQLite) and a real n8n 2.40.7 server (`n8n start`,
+SQLite), no WordPress, proxy or OpenAI. The server half (sign-in, activation, webhooks, Retry,
+n8n's execution tables) is stack/n8n_server.py's."""
 from __future__ import annotations
 
-import json
-import signal
-import sqlite3
-import time
-
-import requests
-from pipeline_stack import HERE as STACK, PipelineStack, Service, free_port, wait_http
-
-FINAL = ("success", "error", "crashed", "canceled")
-OWNER = {"email": "owner@example.test", "firstName": "Demo", "lastName": "Owner", "password": "Durable-Steps-1"}
+from n8n_server import FINAL, OWNER, N8nServer, signed_in, unflatten  # noqa: F401 - the suite imports them from here
+from pipeline_stack import PipelineStack
 
 
-class RetryStack(PipelineStack):
+class RetryStack(N8nServer, PipelineStack):
     """The ledger (SQLite) and n8n on its own SQLite database: no WordPress, proxy or OpenAI."""
 
     def __init__(self, workdir, say=lambda m: print(f"[retry] {m}")):
         super().__init__(workdir, say=say)
-        self.ports["n8n"] = free_port()
-        self.n8n_url = f"http://127.0.0.1:{self.ports['n8n']}"
+        self.init_server()
         self.openai_url = "http://127.0.0.1:9/v1"  # the stack's credentials file names one; unused
-        self.server = None
-        self._session: requests.Session | None = None
 
     def start(self, ledger_relay=False):
         t = self.tokens
@@ -35,163 +23,4 @@ class RetryStack(PipelineStack):
         return self
 
     def n8n_env(self) -> dict:
-        return {**super().n8n_env(), "N8N_PORT": str(self.ports["n8n"]), "N8N_LISTEN_ADDRESS": "127.0.0.1",
-                # activation goes through the publication outbox, polled every 15 s by default
-                "N8N_WORKFLOW_PUBLICATION_OUTBOX_POLL_INTERVAL_MS": "500"}
-
-    # ------------------------------------------------------------------ the server
-
-    def start_server(self):
-        self.server = Service("n8n-server", ["bash", str(STACK / "n8n.sh"), "n8n", "start"], self.n8n_env(),
-                              self.workdir / "n8n-server.log")
-        self.services.append(self.server)
-        wait_http(self.n8n_url + "/healthz/readiness", timeout=180, proc=self.server.proc, log=self.server.log_path)
-        self._session = None
-
-    def kill_server(self):
-        """kill -9 of n8n and its task runner (the whole process group): no shutdown hook runs."""
-        self.server.stop(signal.SIGKILL)
-        self.services.remove(self.server)
-        self.server = None
-
-    def server_log(self) -> str:
-        return self.server.log_path.read_text(errors="replace") if self.server else ""
-
-    @property
-    def rest(self) -> requests.Session:
-        if self._session is None:
-            self._session = signed_in(self.n8n_url)
-        return self._session
-
-    def activate(self, workflow_ids, paths, timeout: float = 60):
-        """Publish (activate) the imported workflows through the REST API, then wait until their
-        production webhooks answer (the main applies publications asynchronously)."""
-        for wf_id in workflow_ids:
-            wf = self.rest.get(f"{self.n8n_url}/rest/workflows/{wf_id}", timeout=30).json()["data"]
-            r = self.rest.post(f"{self.n8n_url}/rest/workflows/{wf_id}/activate",
-                               json={"versionId": wf["versionId"]}, timeout=30)
-            assert r.status_code == 200, r.text
-        deadline = time.monotonic() + timeout
-        pending = set(paths)
-        while pending and time.monotonic() < deadline:
-            con = sqlite3.connect(self.db_path)
-            try:
-                found = {p for (p,) in con.execute('SELECT "webhookPath" FROM webhook_entity')}
-            finally:
-                con.close()
-            pending -= found
-            time.sleep(0.3)
-        assert not pending, f"webhooks not registered: {pending}\n{self.server_log()[-3000:]}"
-
-    def fire(self, path: str, order_id: str) -> int:
-        r = requests.post(f"{self.n8n_url}/webhook/{path}", json={"order_id": order_id}, timeout=30)
-        return r.status_code
-
-    def retry(self, execution_id: str, load_workflow: bool) -> requests.Response:
-        """n8n's "Retry execution" button (original / currently saved workflow). n8n answers once
-        the new execution has ended."""
-        return self.rest.post(f"{self.n8n_url}/rest/executions/{execution_id}/retry",
-                              json={"loadWorkflow": load_workflow}, timeout=120)
-
-    # ------------------------------------------------------------------ n8n's own tables
-
-    @property
-    def db_path(self):
-        return self.n8n_folder / ".n8n" / "database.sqlite"
-
-    def executions(self, workflow_id: str | None = None) -> list[dict]:
-        con = sqlite3.connect(self.db_path)
-        try:
-            rows = con.execute('SELECT id, status, finished, "retryOf", "workflowId", mode FROM execution_entity '
-                               'ORDER BY id').fetchall()
-        finally:
-            con.close()
-        out = [{"id": str(i), "status": s, "finished": bool(f), "retry_of": r, "workflow_id": w, "mode": m}
-               for i, s, f, r, w, m in rows]
-        return [e for e in out if workflow_id is None or e["workflow_id"] == workflow_id]
-
-    def wait_executions(self, workflow_id: str, n: int, timeout: float = 60) -> list[dict]:
-        """The workflow's first n executions, once every one of them has ended."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            rows = self.executions(workflow_id)
-            if len(rows) >= n and all(r["status"] in FINAL for r in rows[:n]):
-                return rows[:n]
-            time.sleep(0.2)
-        raise TimeoutError(f"{workflow_id}: {n} ended executions expected: {self.executions(workflow_id)}\n"
-                           + self.server_log()[-3000:])
-
-    def run_data(self, execution_id: str) -> dict:
-        return self.result_data(execution_id).get("runData") or {}
-
-    def result_data(self, execution_id: str) -> dict:
-        con = sqlite3.connect(self.db_path)
-        try:
-            row = con.execute('SELECT data FROM execution_data WHERE "executionId" = ?', (execution_id,)).fetchone()
-        finally:
-            con.close()
-        return (unflatten(row[0]) or {}).get("resultData") or {} if row else {}
-
-    def error_of(self, execution_id: str) -> str | None:
-        err = self.result_data(execution_id).get("error") or {}
-        return err.get("message")
-
-    def reason_of(self, execution_id: str) -> str | None:
-        """Durable Step 1.2 fails an execution with `<reason>: <explanation>`: the reason; any
-        other error as n8n words it."""
-        msg = self.error_of(execution_id)
-        if not msg:
-            return None
-        head = msg.split(":", 1)[0]
-        return head if head.replace("_", "").isalnum() and head.islower() else msg[:80]
-
-    def nodes_run(self, execution_id: str) -> dict[str, int]:
-        """Node name -> how many runs it has in the execution's data (a Retry's data holds the
-        runs it resumed from too)."""
-        return {name: len(runs) for name, runs in self.run_data(execution_id).items()}
-
-    def outputs(self, execution_id: str, node: str) -> list[int] | None:
-        """Items on each output of the node's last run (None: it did not run or failed)."""
-        runs = self.run_data(execution_id).get(node) or []
-        main = ((runs[-1].get("data") or {}).get("main") if runs else None)
-        return [len(items or []) for items in main] if main else None
-
-    def failed_node(self, execution_id: str) -> str | None:
-        rd = self.result_data(execution_id)
-        return ((rd.get("error") or {}).get("node") or {}).get("name") or (rd.get("lastNodeExecuted") if rd.get("error") else None)
-
-
-def signed_in(url: str) -> requests.Session:
-    s = requests.Session()
-    s.headers["browser-id"] = "durable-retry-test"
-    r = s.post(f"{url}/rest/owner/setup", json=OWNER, timeout=30)
-    if r.status_code != 200:
-        r = s.post(f"{url}/rest/login", json={"emailOrLdapLoginId": OWNER["email"], "password": OWNER["password"]},
-                   timeout=30)
-    assert r.status_code == 200, r.text
-    return s
-
-
-def unflatten(text: str):
-    """n8n stores execution data in `flatted`'s format: a JSON array whose first entry is the root
-    and in which every string inside an object or array is the index of another entry."""
-    items, cache = json.loads(text), {}
-
-    def resolve(i):
-        i = int(i)
-        if i not in cache:
-            v = items[i]
-            if isinstance(v, list):
-                cache[i] = out = []
-                out.extend(walk(x) for x in v)
-            elif isinstance(v, dict):
-                cache[i] = out = {}
-                out.update((k, walk(x)) for k, x in v.items())
-            else:
-                cache[i] = v
-        return cache[i]
-
-    def walk(x):
-        return resolve(x) if isinstance(x, str) else x
-
-    return resolve(0)
+        return {**super().n8n_env(), **self.server_env()}

@@ -13,7 +13,7 @@ support queue mode. Falling back to regular mode.") and runs in its own process,
 nothing about workers. A production webhook received by the main is enqueued and run by a worker
 ("Worker started execution N" in that worker's log). The workflow is the shipped one with its
 Manual Trigger swapped for a Webhook node and `job_id` taken from the request body, published
-with `n8n publish:workflow` before `n8n start`. In 2.40.7 the main applies published workflows
+as it is imported, before `n8n start`. In 2.40.7 the main applies published workflows
 asynchronously (workflow publication service: a startup reconcile fills an outbox that a poller
 applies, every 15 s by default, here 1 s); the test waits for the webhook row before POSTing.
 
@@ -117,9 +117,7 @@ def queue_stack(wordpress_site, tmp_path_factory):
     try:
         t0 = time.monotonic()
         st.start()  # WordPress, ledger, proxy, stand-in; n8n: package + credentials into PostgreSQL
-        st.import_workflows([webhook_workflow(st)])
-        out = st.n8n("publish:workflow", f"--id={WORKFLOW_ID}")
-        assert out.returncode == 0, out.stdout + out.stderr
+        st.import_workflows([webhook_workflow(st)], publish=[WORKFLOW_ID])
         # Workers first: once the main is up, webhooks are enqueued, and someone must pick them up.
         readiness = [st.start_worker(f"n8n-worker-{i}") for i in (1, 2)]
         st.start_main()

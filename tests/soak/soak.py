@@ -164,10 +164,7 @@ def _queue_stack_class():
 
         def boot_queue(self):
             import psycopg2
-            self.import_workflows([webhook_workflow(self)])
-            out = self.n8n("publish:workflow", "--id=wfqueuearticle")
-            if out.returncode != 0:
-                raise RuntimeError(f"n8n publish:workflow failed:\n{out.stdout}\n{out.stderr}")
+            self.import_workflows([webhook_workflow(self)], publish=["wfqueuearticle"])
             ready = {name: self.start_worker(name) for name in self.WORKERS}
             self.start_main()
             for name, url in ready.items():
