@@ -87,6 +87,68 @@ class N8nServer:
                 time.sleep(0.3)
         assert not pending, f"webhooks not registered: {pending}\n{self.server_log()[-3000:]}"
 
+    # ------------------------------------------------------------------ many runs at once
+
+    def _fire(self, paths: dict) -> dict:
+        """Starts the server and POSTs every key's webhook; returns the executions there were before."""
+        before = {k: {e["id"] for e in self.executions(p)} for k, p in paths.items()}
+        self.start_server()
+        self.wait_webhooks(paths.values())
+        for path in paths.values():
+            assert self.post_webhook(path, {}) == 200, path
+        return before
+
+    def _new_execution(self, path: str, before: set) -> dict | None:
+        new = [e for e in self.executions(path) if e["id"] not in before]
+        return new[-1] if new else None
+
+    def crash_together(self, paths: dict, traps: dict, before_kill=None, timeout: float = 300) -> dict:
+        """Every key's run at once in one server (its workflow id = its webhook path), each held by
+        its relay trap; once all are held, `before_kill()`, then SIGKILL of the server: an executor
+        lost with all of them in flight. Per key: hit, ended_before (a run that ended before its
+        trap never gets there: its error), execution_id, seconds (of the whole phase)."""
+        t0 = time.monotonic()
+        before = self._fire(paths)
+        ended, deadline = {}, time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            waiting = [k for k, t in traps.items() if not t.hit.is_set() and k not in ended]
+            if not waiting:
+                break
+            for k in waiting:
+                row = self._new_execution(paths[k], before[k])
+                if row and row["status"] in FINAL:
+                    ended[k] = self.error_of(row["id"]) or row["status"]
+            time.sleep(0.2)
+        if before_kill is not None:
+            before_kill()
+        runs = {k: self._new_execution(p, before[k]) for k, p in paths.items()}
+        self.kill_server()
+        seconds = round(time.monotonic() - t0, 1)
+        return {k: {"hit": traps[k].hit.is_set(), "ended_before": ended.get(k),
+                    "execution_id": (runs[k] or {}).get("id"), "seconds": seconds} for k in paths}
+
+    def run_together(self, paths: dict, timeout: float = 300) -> dict:
+        """A new server runs every key's workflow at once, until each run ended (or waits, e.g. for an
+        approval); then the server stops. Per key: execution_id, run (as `n8n execute --rawOutput`
+        prints it; None: it did not end in time), seconds (of the whole phase)."""
+        t0 = time.monotonic()
+        before = self._fire(paths)
+        done, deadline = {}, time.monotonic() + timeout
+        try:
+            while len(done) < len(paths) and time.monotonic() < deadline:
+                for k, p in paths.items():
+                    row = self._new_execution(p, before[k])
+                    if k not in done and row and row["status"] in (*FINAL, "waiting"):
+                        done[k] = row["id"]
+                time.sleep(0.3)
+            runs = {k: self.irun(i) for k, i in done.items()}
+        finally:
+            self.server.stop()
+            self.services.remove(self.server)
+            self.server = None
+        seconds = round(time.monotonic() - t0, 1)
+        return {k: {"execution_id": done.get(k), "run": runs.get(k), "seconds": seconds} for k in paths}
+
     def post_webhook(self, path: str, body: dict) -> int:
         return requests.post(f"{self.n8n_url}/webhook/{path}", json=body, timeout=60).status_code
 
@@ -138,12 +200,27 @@ class N8nServer:
         return self.result_data(execution_id).get("runData") or {}
 
     def result_data(self, execution_id: str) -> dict:
+        return self.execution_data(execution_id).get("resultData") or {}
+
+    def execution_data(self, execution_id: str) -> dict:
+        """The execution's whole run data (IRunExecutionData), as n8n stored it."""
         con = sqlite3.connect(self.db_path)
         try:
             row = con.execute('SELECT data FROM execution_data WHERE "executionId" = ?', (execution_id,)).fetchone()
         finally:
             con.close()
-        return (unflatten(row[0]) or {}).get("resultData") or {} if row else {}
+        return (unflatten(row[0]) or {}) if row else {}
+
+    def sub_executions(self, parent_id: str, since: int = 0) -> dict[str, int]:
+        """Executions per workflow id (after execution `since`) that the execution `parent_id`
+        started as sub-workflows: n8n keeps the parent in each one's data (parentExecution)."""
+        out: dict[str, int] = {}
+        for e in self.executions():
+            if int(e["id"]) > since:
+                parent = (self.execution_data(e["id"]).get("parentExecution") or {}).get("executionId")
+                if str(parent) == str(parent_id):
+                    out[e["workflow_id"]] = out.get(e["workflow_id"], 0) + 1
+        return out
 
     def error_of(self, execution_id: str) -> str | None:
         err = self.result_data(execution_id).get("error") or {}

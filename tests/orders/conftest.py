@@ -2,7 +2,9 @@
 Gated Sub-Workflow nodes) and its six published sub-workflows against a real PostgreSQL, MariaDB
 and mail server (SMTP -> Maildir -> Dovecot IMAP), with the real ledger behind a fault relay. One
 stack per session; each case has its own batch of three orders (its own jobs and operation keys)
-and its own copy of the main workflow, all imported at once; the sub-workflows are shared."""
+and its own copy of the main workflow, all imported at once; the sub-workflows are shared. The
+cases' copies start from a production webhook (published at import, with the sub-workflows): their
+runs share one `n8n start` server, killed once (stack/n8n_server.py)."""
 import json
 from pathlib import Path
 
@@ -11,6 +13,7 @@ import pytest
 TESTS = Path(__file__).resolve().parents[1]
 REPO = TESTS.parent
 
+from n8n_server import N8nServer, webhook_triggered  # noqa: E402
 from orders_stack import ACTIONS, SUBWORKFLOWS, WORKFLOW_FILE, OrdersStack  # noqa: E402
 
 POINTS = ("before_send", "after_write", "after_receipt")
@@ -27,14 +30,27 @@ def workflow_for(action, point):
     return f"wfOrders{SHORT[action].title()}{SHORT[point].upper()}"
 
 
+class OrdersServerStack(N8nServer, OrdersStack):
+    """The orders stack whose n8n can also run as a server (`n8n start`) on a fixed port."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.init_server()
+
+    def n8n_env(self) -> dict:
+        return {**super().n8n_env(), **self.server_env()}
+
+
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory):
-    st = OrdersStack(tmp_path_factory.mktemp("orders"), say=lambda m: print(f"[orders] {m}"))
+    st = OrdersServerStack(tmp_path_factory.mktemp("orders"), say=lambda m: print(f"[orders] {m}"))
     try:
         st.start()
         shipped = json.loads(WORKFLOW_FILE.read_text())  # as shipped, for the editor screenshot
-        st.import_workflows(st.subworkflows() + [st.workflow(workflow_for(a, p), batch_for(a, p)) for a, p in CASES]
-                            + [shipped], publish=[w for pair in SUBWORKFLOWS.values() for w in pair])
+        cases = [webhook_triggered(st.workflow(workflow_for(a, p), batch_for(a, p)), workflow_for(a, p))
+                 for a, p in CASES]
+        st.import_workflows(st.subworkflows() + cases + [shipped],
+                            publish=[w for pair in SUBWORKFLOWS.values() for w in pair] + [w["id"] for w in cases])
         yield st
     finally:
         st.stop()

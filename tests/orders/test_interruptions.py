@@ -13,7 +13,11 @@ and its task runner) at one boundary, through the relay in front of the ledger:
     after_receipt  the ledger stored the receipts of all three orders (the last confirm was
                    answered upstream, the answer held); the order's checkpoint is never saved
 
-Then the workflow runs again, unchanged. Counted in the remote systems themselves (psql, mysql,
+The nine cases' first runs start together in one `n8n start` server (each case's copy of the
+workflow from its own production webhook); each is held at its own boundary (the traps match the
+case's batch), and once all nine are held the server is SIGKILLed once. A new server then runs
+every case again, unchanged. What each run started is told apart by n8n's own record of the
+parent execution in every sub-workflow execution. Counted in the remote systems themselves (psql, mysql,
 IMAP SEARCH): exactly one row per order in PostgreSQL, one in MariaDB, one email per order. What
 ran is counted in n8n's execution table (one execution per sub-workflow run). After after_write the
 confirmed orders are Done Before from their receipts; ORD-1003 is adopted by the lookup
@@ -26,11 +30,12 @@ import json
 import re
 import time
 from collections import Counter
+from urllib.parse import quote
 
 import pytest
 from conftest import CASES, batch_for, workflow_for
 from orders_stack import ACTIONS, ORDER_IDS, SUBWORKFLOWS, operation_key
-from pipeline_stack import outputs_of
+from pipeline_stack import outputs_of, run_error
 
 STEP = {"pg_insert_order": "Postgres Row", "mariadb_insert_order": "MariaDB Row",
         "send_confirmation": "Confirmation Email"}
@@ -47,12 +52,14 @@ RETRIED = ("recorded", 2, "absent")       # the lookup proved it absent: written
 RESULTS: dict = {}
 
 
-def arm(stack, action: str, point: str):
+def arm(stack, action: str, point: str, batch: str):
+    """The case's trap: it takes only requests of the case's batch (its orders' jobs)."""
     relay = stack.ledger_relay
     if point == "before_send":
         # The gated node sends the three orders' begins in one batch request.
-        return relay.arm("POST", r"/v1/operations/batch$", "hold_response", body_regex=rf'"action":\s*"{action}"')
-    last = re.escape(LAST)
+        return relay.arm("POST", r"/v1/operations/batch$", "hold_response",
+                         body_regex=rf'(?s)^(?=.*"action":\s*"{action}")(?=.*"{re.escape(batch)}-)')
+    last = re.escape(quote(f"{batch}-{LAST}", safe=""))
     mode = "before_send" if point == "after_write" else "hold_response"
     return relay.arm("POST", rf"{last}%3Av1%3A{action}/confirm$", mode)  # the last order's receipt
 
@@ -113,27 +120,46 @@ def expected_rerun(action: str, point: str) -> tuple[dict, dict]:
     return items, runs
 
 
-@pytest.mark.parametrize("action,point", CASES, ids=[f"{a}-{p}" for a, p in CASES])
-def test_interrupt_and_rerun(stack, action, point):
-    batch, wf, step = batch_for(action, point), workflow_for(action, point), STEP[action]
-    system = SYSTEM[action]
-    trap = arm(stack, action, point)
+@pytest.fixture(scope="module")
+def runs(stack):
+    """Every case's first run in one server, killed once all are held; what each case's remote, ledger
+    and sub-workflow runs showed at the kill; then every re-run in a new server."""
+    traps = {c: arm(stack, *c, batch_for(*c)) for c in CASES}
+    paths = {c: workflow_for(*c) for c in CASES}
     seen_at_kill = {}
 
-    def at_kill():
-        # The boundary, checked in the remote before n8n dies.
-        seen_at_kill["remote"] = wait_counts(stack, batch, system, {} if point == "before_send" else ALL_ONE)
+    def before_kill():  # the boundary, checked in each remote before n8n dies
+        for (action, point), trap in traps.items():
+            if trap.hit.is_set():
+                seen_at_kill[(action, point)] = wait_counts(stack, batch_for(action, point), SYSTEM[action],
+                                                            {} if point == "before_send" else ALL_ONE)
 
     mark = stack.last_execution_id()
     try:
-        first = stack.execute(wf, trap=trap, on_hit=at_kill)
+        crashes = stack.crash_together(paths, traps, before_kill)
     finally:
         stack.ledger_relay.disarm()
-    assert first["killed"], f"the run ended before {point} of {action}: {first['error']}"
-    after_kill = stack.counts(batch)
-    states = op_states(stack, batch, action)
-    phase_before = stack.report(f"{batch}-{LAST}")["phase"]
-    first_runs = sub_runs(stack.executions_since(mark))
+    for (action, point), crash in crashes.items():
+        batch = batch_for(action, point)
+        crash.update(seen_at_kill=seen_at_kill.get((action, point)), after_kill=stack.counts(batch),
+                     states=op_states(stack, batch, action), phase=stack.report(f"{batch}-{LAST}")["phase"],
+                     sub_runs=sub_runs(stack.sub_executions(crash["execution_id"], mark)))
+    mark = stack.last_execution_id()
+    reruns = stack.run_together(paths)
+    for rerun in reruns.values():
+        rerun["sub_runs"] = sub_runs(stack.sub_executions(rerun["execution_id"], mark)) if rerun["run"] else None
+    return {"crash": crashes, "rerun": reruns}
+
+
+@pytest.mark.parametrize("action,point", CASES, ids=[f"{a}-{p}" for a, p in CASES])
+def test_interrupt_and_rerun(stack, runs, action, point):
+    batch, step = batch_for(action, point), STEP[action]
+    system = SYSTEM[action]
+    first = runs["crash"][(action, point)]
+    assert first["hit"], f"the run ended before {point} of {action}: {first['ended_before']}"
+    seen_at_kill = {"remote": first["seen_at_kill"]}
+    after_kill, states, phase_before = first["after_kill"], first["states"], first["phase"]
+    first_runs = first["sub_runs"]
 
     if point == "before_send":
         assert seen_at_kill["remote"] == {} and after_kill[system] == {}, after_kill
@@ -150,21 +176,19 @@ def test_interrupt_and_rerun(stack, action, point):
         assert first_runs[action] == (3, 0), first_runs
     assert phase_before != PHASE, phase_before  # killed before the last order's checkpoint
 
-    mark = stack.last_execution_id()
-    second = stack.execute(wf)
-    # A step that needed attention would have failed the execution.
-    assert second["exit"] == 0 and second["error"] is None, second["error"]
+    second = runs["rerun"][(action, point)]
     run = second["run"]
+    # A step that needed attention would have failed the execution.
+    assert run is not None and run["status"] == "success" and run_error(run) is None, run and run_error(run)
     final = stack.counts(batch)
     assert final == {"postgres": ALL_ONE, "mariadb": ALL_ONE, "email": ALL_ONE}, final
     want_items, want_runs = expected_rerun(action, point)
     items = {a: gated_items(run, STEP[a], batch) for a in ACTIONS}
     assert items == want_items, items
-    executions = stack.executions_since(mark)
-    reruns = sub_runs(executions)
+    reruns = second["sub_runs"]
     # The write sub-workflow ran exactly as often as an order was (re)written, the lookup once per
     # order whose outcome was unknown: never for a confirmed order, never a write for an adopted one.
-    assert reruns == want_runs, (reruns, executions)
+    assert reruns == want_runs, reruns
     states_after = op_states(stack, batch, action)
     lookups = {o: lookup_events(stack, operation_key(f"{batch}-{o}", action)) for o in ORDER_IDS}
 

@@ -10,11 +10,9 @@ each is held at its own boundary by the relays, and once all are held the server
 server then runs every case again. The approval case runs with `n8n execute`, one run at a time.
 """
 import json
-import time
 
 import pytest
 from conftest import CASES, job_for, workflow_for
-from n8n_server import FINAL
 from pipeline_stack import arm_interruption, interrupted_run, outputs_of, run_error, step_routes
 
 RESULTS = {}
@@ -36,69 +34,28 @@ def assert_exactly_once(stack, job_id):
     return wp, report
 
 
-def crash_all(stack, timeout=300) -> dict:
-    """Starts every case's run in one server, waits until each is held at its boundary, then
-    SIGKILLs the server. Per case: the held request and what the remote answered, or why not."""
+@pytest.fixture(scope="module")
+def batch(stack):
+    """Every case's first run in one server, killed once all are held; then every re-run."""
+    paths = {(a, p): workflow_for(job_for(a, p)) for a, p in CASES}
     traps = {(a, p): arm_interruption(stack, a, p, job_id=job_for(a, p)) for a, p in CASES}
-    paths = [workflow_for(job_for(a, p)) for a, p in CASES]
-    t0 = time.monotonic()
+    draft_written = traps[("create_draft", "after_write")]
+
+    def before_kill():  # WordPress itself lists the draft: then kill
+        if draft_written.hit.is_set():
+            stack.wait_for_draft(job_for("create_draft", "after_write"))
+
     try:
-        stack.start_server()
-        stack.wait_webhooks(paths)
-        for path in paths:
-            assert stack.post_webhook(path, {}) == 200
-        deadline = time.monotonic() + timeout
-        ended = {}
-        while time.monotonic() < deadline:
-            waiting = [c for c, t in traps.items() if not t.hit.is_set() and c not in ended]
-            if not waiting:
-                break
-            for case in waiting:  # a run that ended before its boundary never gets there
-                rows = stack.executions(workflow_for(job_for(*case)))
-                if rows and rows[-1]["status"] in FINAL:
-                    ended[case] = run_error(stack.irun(rows[-1]["id"])) or rows[-1]["status"]
-            time.sleep(0.2)
-        if traps[("create_draft", "after_write")].hit.is_set():
-            stack.wait_for_draft(job_for("create_draft", "after_write"))  # WordPress lists it: then kill
-        stack.kill_server()
+        crashes = stack.crash_together(paths, traps, before_kill)
     finally:
         for relay in (stack.relay, stack.ledger_relay):
             relay.disarm()
-    seconds = round(time.monotonic() - t0, 1)
-    return {case: {"hit": trap.hit.is_set(), "ended_before": ended.get(case), "request": trap.request,
-                   "upstream_status": trap.upstream_status, "seconds": seconds} for case, trap in traps.items()}
-
-
-def rerun_all(stack, timeout=300) -> dict:
-    """A new server runs every case again; per case the execution as `n8n execute` prints it."""
-    before = {c: {e["id"] for e in stack.executions(workflow_for(job_for(*c)))} for c in CASES}
-    t0 = time.monotonic()
-    stack.start_server()
-    try:
-        stack.wait_webhooks([workflow_for(job_for(*c)) for c in CASES])
-        for case in CASES:
-            assert stack.post_webhook(workflow_for(job_for(*case)), {}) == 200
-        done, deadline = {}, time.monotonic() + timeout
-        while len(done) < len(CASES) and time.monotonic() < deadline:
-            for case in CASES:
-                new = [e for e in stack.executions(workflow_for(job_for(*case))) if e["id"] not in before[case]]
-                if case not in done and new and new[-1]["status"] in (*FINAL, "waiting"):
-                    done[case] = new[-1]["id"]
-            time.sleep(0.3)
-        runs = {case: stack.irun(i) for case, i in done.items()}
-    finally:
-        stack.server.stop()
-        stack.services.remove(stack.server)
-        stack.server = None
-    seconds = round(time.monotonic() - t0, 1)
-    return {case: {"run": runs.get(case), "error": run_error(runs[case]) if case in runs else "did not end",
-                   "seconds": seconds} for case in CASES}
-
-
-@pytest.fixture(scope="module")
-def batch(stack):
-    crashes = crash_all(stack)
-    return {"crash": crashes, "rerun": rerun_all(stack)}
+    for case, trap in traps.items():
+        crashes[case].update(request=trap.request, upstream_status=trap.upstream_status)
+    reruns = stack.run_together(paths)
+    for r in reruns.values():
+        r["error"] = run_error(r["run"]) if r["run"] else "did not end"
+    return {"crash": crashes, "rerun": reruns}
 
 
 @pytest.mark.parametrize("action,point", CASES, ids=[f"{a}-{p}" for a, p in CASES])
