@@ -34,7 +34,7 @@ import time
 import uuid
 from pathlib import Path
 
-from n8n_server import RetryStack
+from retry_stack import RetryStack
 from pipeline_stack import CRED_LEDGER
 from remote import RecordingRemote
 

@@ -22,7 +22,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import quote
 
 import pytest
-from n8n_server import RetryStack, signed_in
+from n8n_server import signed_in
+from retry_stack import RetryStack
 from pipeline_stack import CRED_LEDGER
 
 WORKFLOW_ID = "wfRetryCrash"

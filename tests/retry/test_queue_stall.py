@@ -24,7 +24,8 @@ import time
 
 import pytest
 from flows import VARIANTS, workflow
-from n8n_server import RetryStack, unflatten
+from n8n_server import unflatten
+from retry_stack import RetryStack
 from pipeline_stack import HERE as STACK, Service, free_port, stop_pid, wait_http
 from remote import RecordingRemote
 from results import record

@@ -22,7 +22,7 @@ from urllib.parse import quote
 
 import pytest
 from flows import TIMEOUT_MS, VARIANTS, workflow
-from n8n_server import RetryStack
+from retry_stack import RetryStack
 from remote import RecordingRemote
 from results import record
 

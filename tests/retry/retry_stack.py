@@ -3,7 +3,7 @@ SQLite), no WordPress, proxy or OpenAI. The server half (sign-in, activation, we
 n8n's execution tables) is stack/n8n_server.py's."""
 from __future__ import annotations
 
-from n8n_server import FINAL, OWNER, N8nServer, signed_in, unflatten  # noqa: F401 - the suite imports them from here
+from n8n_server import N8nServer
 from pipeline_stack import PipelineStack
 
 
