@@ -49,9 +49,11 @@ class ResumeStack(PipelineStack):
 
     def _spawn_ledger(self):
         args, env = self._ledger_spec
-        # Retry quickly in a test (the default backoff doubles up to 60 s).
+        # Retry quickly in a test (the default backoff doubles up to 60 s), and for long enough: 20
+        # attempts at <= 3 s apart gave up after about 55 s, less than `n8n start` took to come back
+        # on a loaded CI machine (the execution then stays waiting: the deliverer gave up).
         self._ledger_spec = (args, {**env, "DURABLE_N8N_URL": self.n8n_url, "DURABLE_RESUME_BACKOFF_S": "0.5",
-                                    "DURABLE_RESUME_BACKOFF_MAX_S": "3"})
+                                    "DURABLE_RESUME_BACKOFF_MAX_S": "3", "DURABLE_RESUME_MAX_ATTEMPTS": "100"})
         return super()._spawn_ledger()
 
     def start_n8n_server(self) -> float:
