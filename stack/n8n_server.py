@@ -22,9 +22,16 @@ OWNER = {"email": "owner@example.test", "firstName": "Demo", "lastName": "Owner"
 
 
 class N8nServer:
-    """Mixed into a stack (stack/pipeline_stack.py's PipelineStack or a subclass) that has
-    `n8n_folder`, `workdir`, `services` and `n8n_env()`: the stack's n8n as a server on a fixed port.
-    Call `init_server()` in the stack's __init__."""
+    """Mixed into a stack (stack/pipeline_stack.py's PipelineStack or a subclass, after this class
+    in the bases) that has `ports`, `n8n_folder`, `workdir`, `services` and `n8n_env()`: the stack's
+    n8n can also run as a server on a fixed port (its CLI commands get the same port)."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.init_server()
+
+    def n8n_env(self) -> dict:
+        return {**super().n8n_env(), **self.server_env()}
 
     def init_server(self):
         self.ports["n8n"] = self.ports.get("n8n") or free_port()

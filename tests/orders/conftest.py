@@ -33,13 +33,6 @@ def workflow_for(action, point):
 class OrdersServerStack(N8nServer, OrdersStack):
     """The orders stack whose n8n can also run as a server (`n8n start`) on a fixed port."""
 
-    def __init__(self, *a, **kw):
-        super().__init__(*a, **kw)
-        self.init_server()
-
-    def n8n_env(self) -> dict:
-        return {**super().n8n_env(), **self.server_env()}
-
 
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory):

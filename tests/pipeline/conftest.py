@@ -31,13 +31,6 @@ def workflow_for(job_id):
 class PipelineServerStack(N8nServer, PipelineStack):
     """The pipeline stack whose n8n can also run as a server (`n8n start`) on a fixed port."""
 
-    def __init__(self, *a, **kw):
-        super().__init__(*a, **kw)
-        self.init_server()
-
-    def n8n_env(self) -> dict:
-        return {**super().n8n_env(), **self.server_env()}
-
 
 @pytest.fixture(scope="session")
 def stack(wordpress_site, tmp_path_factory):

@@ -12,7 +12,6 @@ class RetryStack(N8nServer, PipelineStack):
 
     def __init__(self, workdir, say=lambda m: print(f"[retry] {m}")):
         super().__init__(workdir, say=say)
-        self.init_server()
         self.openai_url = "http://127.0.0.1:9/v1"  # the stack's credentials file names one; unused
 
     def start(self, ledger_relay=False):
@@ -21,6 +20,3 @@ class RetryStack(N8nServer, PipelineStack):
                           f"demo:runner:{t['runner']},demo:editor:{t['editor']}", threads=4)
         self._prepare_n8n()
         return self
-
-    def n8n_env(self) -> dict:
-        return {**super().n8n_env(), **self.server_env()}
