@@ -72,12 +72,24 @@ def report(suite: Suite, rc: int) -> None:
     sys.stdout.flush()
 
 
+def machine_cpu() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine since boot (/proc/stat), all cores: what the
+    suites' own counts miss (PostgreSQL, MariaDB, processes killed with their parent)."""
+    try:
+        fields = [float(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return 0.0, 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0.0)  # idle + iowait
+    return (sum(fields) - idle) / tick, sum(fields) / tick
+
+
 def run(targets: list[str], jobs: int, make_args: list[str], logs: Path) -> int:
     logs.mkdir(parents=True, exist_ok=True)
     waiting = [Suite(t, p, make_args, logs) for t, p in zip(targets, port_slices(len(targets)))]
     running: list[Suite] = []
     times, cpu, failed = {}, {}, []
-    begin = time.monotonic()
+    begin, (busy0, total0) = time.monotonic(), machine_cpu()
     while waiting or running:
         while waiting and len(running) < jobs:
             suite = waiting.pop(0)
@@ -94,10 +106,14 @@ def run(targets: list[str], jobs: int, make_args: list[str], logs: Path) -> int:
             if rc != 0:
                 failed.append(suite.target)
     wall = round(time.monotonic() - begin)
+    busy, total = (a - b for a, b in zip(machine_cpu(), (busy0, total0)))
     print(f"[suites] seconds per suite ({jobs} at a time, {wall} s in all): "
           + ", ".join(f"{t} {s}" for t, s in times.items()), flush=True)
     print(f"[suites] CPU seconds per suite ({sum(cpu.values())} in all): "
           + ", ".join(f"{t} {s}" for t, s in cpu.items()), flush=True)
+    if total > 0:
+        print(f"[suites] the machine: {busy:.0f} CPU s busy of {total:.0f} ({os.cpu_count()} cores), "
+              f"{100 * busy / total:.0f}% busy over the run", flush=True)
     if failed:
         print(f"[suites] FAILED: {' '.join(failed)} (logs in {logs})", flush=True)
         return 1
