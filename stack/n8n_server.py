@@ -96,10 +96,14 @@ class N8nServer:
 
     # ------------------------------------------------------------------ many runs at once
 
-    def _fire(self, paths: dict) -> dict:
-        """Starts the server and POSTs every key's webhook; returns the executions there were before."""
+    def _fire(self, paths: dict, publish=()) -> dict:
+        """Starts the server, publishes `publish` (ids, in that order: sub-workflows before their
+        callers) as the owner would, and POSTs every key's webhook; returns the executions there
+        were before."""
         before = {k: {e["id"] for e in self.executions(p)} for k, p in paths.items()}
         self.start_server()
+        if publish:
+            self.activate(publish, ())
         self.wait_webhooks(paths.values())
         for path in paths.values():
             assert self.post_webhook(path, {}) == 200, path
@@ -109,13 +113,14 @@ class N8nServer:
         new = [e for e in self.executions(path) if e["id"] not in before]
         return new[-1] if new else None
 
-    def crash_together(self, paths: dict, traps: dict, before_kill=None, timeout: float = 300) -> dict:
-        """Every key's run at once in one server (its workflow id = its webhook path), each held by
-        its relay trap; once all are held, `before_kill()`, then SIGKILL of the server: an executor
-        lost with all of them in flight. Per key: hit, ended_before (a run that ended before its
-        trap never gets there: its error), execution_id, seconds (of the whole phase)."""
+    def crash_together(self, paths: dict, traps: dict, before_kill=None, publish=(), timeout: float = 300) -> dict:
+        """Every key's run at once in one server (its workflow id = its webhook path; `publish`: the
+        ids to publish first, these included), each held by its relay trap; once all are held,
+        `before_kill()`, then SIGKILL of the server: an executor lost with all of them in flight.
+        Per key: hit, ended_before (a run that ended before its trap never gets there: its error),
+        execution_id, seconds (of the whole phase)."""
         t0 = time.monotonic()
-        before = self._fire(paths)
+        before = self._fire(paths, publish)
         ended, deadline = {}, time.monotonic() + timeout
         while time.monotonic() < deadline:
             waiting = [k for k, t in traps.items() if not t.hit.is_set() and k not in ended]

@@ -281,23 +281,22 @@ class PipelineStack:
 
     def import_workflows(self, workflows: list[dict], publish=()):
         """One `n8n import:workflow` for all of them. ``publish``: the ids to publish as well (what
-        n8n 2.x needs to run a sub-workflow outside the editor), in the same CLI run: the import
-        activates workflows from their JSON only when it believes it runs in queue mode, which for
-        an import changes nothing else. One n8n process instead of one more per workflow
-        (`n8n publish:workflow` takes one id, about 4 CPU seconds each)."""
-        publish = set(publish)
-        missing = publish - {w["id"] for w in workflows}
+        n8n 2.x needs to run a sub-workflow outside the editor), one `n8n publish:workflow` each.
+        (Publishing at import, `--activeState=fromJson` in queue mode, is no way round it: the CLI
+        checks the owner's scopes, which only `n8n start` writes into a new database.) Stacks with
+        a running server publish through it instead (stack/n8n_server.py `activate`)."""
+        missing = set(publish) - {w["id"] for w in workflows}
         if missing:
             raise ValueError(f"cannot publish workflows that are not imported: {sorted(missing)}")
         path = self.n8n_folder / "workflows.json"
-        path.write_text(json.dumps([{**w, "active": w["id"] in publish} for w in workflows]))
-        args, env = ["import:workflow", f"--input={path}"], {}
-        if publish:
-            args.append("--activeState=fromJson")
-            env["EXECUTIONS_MODE"] = "queue"
-        out = self.n8n(*args, env=env)
+        path.write_text(json.dumps(workflows))
+        out = self.n8n("import:workflow", f"--input={path}")
         if out.returncode != 0:
             raise RuntimeError(f"n8n import:workflow failed:\n{out.stdout}\n{out.stderr}")
+        for workflow_id in publish:
+            out = self.n8n("publish:workflow", f"--id={workflow_id}")
+            if out.returncode != 0:
+                raise RuntimeError(f"n8n publish:workflow {workflow_id} failed:\n{out.stdout}\n{out.stderr}")
 
     def execute(self, workflow_id: str, *, trap=None, on_hit=None, timeout=300) -> dict:
         """`n8n execute`; with a relay trap, SIGKILL n8n (and its task runner) once the trap is hit.

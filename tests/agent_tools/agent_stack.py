@@ -72,8 +72,8 @@ class AgentToolStack(PipelineStack):
         return {**CRED_OPENAI, "type": "openAiApi", "data": {"apiKey": "standin-key", "url": self.openai_url}}
 
     def n8n_env(self) -> dict:
-        # n8n 2.x runs the PUBLISHED version of a sub-workflow outside manual runs. Publishing (at import,
-        # stack/pipeline_stack.py) sets the active version; the publication service (on by default) serves from a table
+        # n8n 2.x runs the PUBLISHED version of a sub-workflow outside manual runs. `n8n publish:workflow`
+        # sets the workflow's active version; the publication service (on by default) serves from a table
         # that only a running `n8n start` fills through its outbox. CLI runs read the active version:
         return {**super().n8n_env(), "N8N_USE_WORKFLOW_PUBLICATION_SERVICE": "false"}
 

@@ -84,11 +84,10 @@ export async function makeN8n() {
 		N8N_USE_WORKFLOW_PUBLICATION_SERVICE: 'false',
 	};
 	/** Runs the n8n CLI; resolves with {code, stdout, stderr, ms}. */
-	function run(args, { timeoutMs = 180000, extraEnv = {} } = {}) {
+	function run(args, { timeoutMs = 180000 } = {}) {
 		const t0 = performance.now();
 		return new Promise((resolve) => {
-			const options = { env: { ...env, ...extraEnv }, timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024 };
-			execFile('bash', [N8N_SH, 'n8n', ...args], options, (err, stdout, stderr) => {
+			execFile('bash', [N8N_SH, 'n8n', ...args], { env, timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024 }, (err, stdout, stderr) => {
 				resolve({ code: err ? (err.code ?? 1) : 0, stdout, stderr, ms: performance.now() - t0 });
 			});
 		});
@@ -105,19 +104,17 @@ export async function makeN8n() {
 	}
 	/**
 	 * Imports the workflows in one CLI run. `publish`: the ids to publish too (their current version),
-	 * what n8n 2.x needs to run a sub-workflow outside the editor. n8n 2.x activates workflows from
-	 * their JSON at import only when it believes it runs in queue mode, which for an import changes
-	 * nothing else: one n8n process instead of one `publish:workflow` process per id. n8n 1.x has no
-	 * publication (it runs the saved version of a sub-workflow): nothing to publish there.
+	 * what n8n 2.x needs to run a sub-workflow outside the editor: `n8n publish:workflow` each. n8n 1.x
+	 * has no publication (it runs the saved version of a sub-workflow): nothing to publish there.
 	 */
 	async function importWorkflows(workflows, { publish = [] } = {}) {
-		const publishing = publish.length > 0 && !String(process.env.N8N_VERSION || '').startsWith('1.');
-		const marked = workflows.map((w) => ({ ...w, active: publishing && publish.includes(w.id) }));
-		const args = ['import:workflow', `--input=${writeJson('workflows.json', marked)}`];
-		const r = await run(publishing ? [...args, '--activeState=fromJson'] : args, {
-			extraEnv: publishing ? { EXECUTIONS_MODE: 'queue' } : {},
-		});
+		const r = await run(['import:workflow', `--input=${writeJson('workflows.json', workflows)}`]);
 		if (r.code !== 0) throw new Error(`import:workflow failed (${r.code}):\n${r.stdout}\n${r.stderr}`);
+		for (const id of publish) {
+			const p = await run(['publish:workflow', `--id=${id}`]);
+			if (p.code !== 0 && /Command "publish:workflow" not found/.test(`${p.stdout}\n${p.stderr}`)) return r; // 1.x
+			if (p.code !== 0) throw new Error(`publish:workflow ${id} failed (${p.code}):\n${p.stdout}\n${p.stderr}`);
+		}
 		return r;
 	}
 	/** n8n execute --id --rawOutput; returns the parsed IRun plus the process wall time. */

@@ -3,8 +3,9 @@ Gated Sub-Workflow nodes) and its six published sub-workflows against a real Pos
 and mail server (SMTP -> Maildir -> Dovecot IMAP), with the real ledger behind a fault relay. One
 stack per session; each case has its own batch of three orders (its own jobs and operation keys)
 and its own copy of the main workflow, all imported at once; the sub-workflows are shared. The
-cases' copies start from a production webhook (published at import, with the sub-workflows): their
-runs share one `n8n start` server, killed once (stack/n8n_server.py)."""
+cases' copies start from a production webhook; they and the sub-workflows are published through the
+server, as the owner would. Their runs share one `n8n start` server, killed once
+(stack/n8n_server.py)."""
 import json
 from pathlib import Path
 
@@ -14,7 +15,7 @@ TESTS = Path(__file__).resolve().parents[1]
 REPO = TESTS.parent
 
 from n8n_server import N8nServer, webhook_triggered  # noqa: E402
-from orders_stack import ACTIONS, SUBWORKFLOWS, WORKFLOW_FILE, OrdersStack  # noqa: E402
+from orders_stack import ACTIONS, WORKFLOW_FILE, OrdersStack  # noqa: E402
 
 POINTS = ("before_send", "after_write", "after_receipt")
 SHORT = {"pg_insert_order": "pg", "mariadb_insert_order": "maria", "send_confirmation": "mail",
@@ -42,8 +43,7 @@ def stack(tmp_path_factory):
         shipped = json.loads(WORKFLOW_FILE.read_text())  # as shipped, for the editor screenshot
         cases = [webhook_triggered(st.workflow(workflow_for(a, p), batch_for(a, p)), workflow_for(a, p))
                  for a, p in CASES]
-        st.import_workflows(st.subworkflows() + cases + [shipped],
-                            publish=[w for pair in SUBWORKFLOWS.values() for w in pair] + [w["id"] for w in cases])
+        st.import_workflows(st.subworkflows() + cases + [shipped])
         yield st
     finally:
         st.stop()

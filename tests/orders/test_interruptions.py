@@ -136,7 +136,8 @@ def runs(stack):
 
     mark = stack.last_execution_id()
     try:
-        crashes = stack.crash_together(paths, traps, before_kill)
+        subs = [w for pair in SUBWORKFLOWS.values() for w in pair]
+        crashes = stack.crash_together(paths, traps, before_kill, publish=subs + list(paths.values()))
     finally:
         stack.ledger_relay.disarm()
     for (action, point), crash in crashes.items():

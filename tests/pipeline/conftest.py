@@ -2,7 +2,8 @@
 the real ledger and publishing proxy, a real WordPress with the durable-ops plugin, the OpenAI
 stand-in. One stack per session; every test uses its own job and its own copy of the workflow,
 all imported at once because each n8n CLI start costs seconds. The interruption cases' copies
-start from a production webhook (published at import): their runs share one `n8n start` server,
+start from a production webhook (published through the server, as the owner would): their runs
+share one `n8n start` server,
 killed once (stack/n8n_server.py); the approval case's copy keeps the Manual Trigger and runs
 with `n8n execute`."""
 from pathlib import Path
@@ -43,8 +44,7 @@ def stack(wordpress_site, tmp_path_factory):
         ids = [workflow_for(j) for j in case_jobs + extra_jobs]
         assert len(set(ids)) == len(ids), ids
         cases = [webhook_triggered(st.workflow(workflow_for(j), j), workflow_for(j)) for j in case_jobs]
-        st.import_workflows(cases + [st.workflow(workflow_for(j), j) for j in extra_jobs],
-                            publish=[w["id"] for w in cases])
+        st.import_workflows(cases + [st.workflow(workflow_for(j), j) for j in extra_jobs])
         yield st
     finally:
         st.stop()

@@ -46,7 +46,7 @@ def batch(stack):
             stack.wait_for_draft(job_for("create_draft", "after_write"))
 
     try:
-        crashes = stack.crash_together(paths, traps, before_kill)
+        crashes = stack.crash_together(paths, traps, before_kill, publish=list(paths.values()))
     finally:
         for relay in (stack.relay, stack.ledger_relay):
             relay.disarm()

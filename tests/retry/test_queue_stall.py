@@ -51,6 +51,9 @@ class QueueRetryStack(RetryStack):
         return {**super().n8n_env(), "N8N_DB": "postgres", "N8N_PG_DATABASE": self.pg_database,
                 "EXECUTIONS_MODE": "queue", "QUEUE_BULL_REDIS_HOST": "127.0.0.1", "QUEUE_BULL_REDIS_PORT": "6379",
                 "QUEUE_BULL_PREFIX": self.bull_prefix, "N8N_PROXY_HOPS": "0",
+                # n8n's Redis cache too (webhooks, published workflows, roles): its default prefix
+                # is every queue-mode n8n's on this machine, across suites and runs
+                "N8N_REDIS_KEY_PREFIX": f"n8n-{self.bull_prefix}",
                 # a worker renews its job lock every second; a lock not renewed for 3 s is lost and
                 # the next stalled-job check (every second, by any live worker) finds the job
                 "QUEUE_WORKER_LOCK_DURATION": str(LOCK_MS), "QUEUE_WORKER_LOCK_RENEW_TIME": "1000",
@@ -141,7 +144,7 @@ def queue(tmp_path_factory):
         remote.close()
         st.stop()
         psql(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
-        keys = redis("--scan", "--pattern", f"{prefix}*").split()
+        keys = redis("--scan", "--pattern", f"*{prefix}*").split()
         if keys:
             redis("del", *keys)
 

@@ -13,7 +13,7 @@ support queue mode. Falling back to regular mode.") and runs in its own process,
 nothing about workers. A production webhook received by the main is enqueued and run by a worker
 ("Worker started execution N" in that worker's log). The workflow is the shipped one with its
 Manual Trigger swapped for a Webhook node and `job_id` taken from the request body, published
-as it is imported, before `n8n start`. In 2.40.7 the main applies published workflows
+with `n8n publish:workflow` before `n8n start`. In 2.40.7 the main applies published workflows
 asynchronously (workflow publication service: a startup reconcile fills an outbox that a poller
 applies, every 15 s by default, here 1 s); the test waits for the webhook row before POSTing.
 
@@ -63,6 +63,9 @@ class QueueStack(PipelineStack):
         return {**super().n8n_env(), "N8N_DB": "postgres", "N8N_PG_DATABASE": self.pg_database,
                 "EXECUTIONS_MODE": "queue", "QUEUE_BULL_REDIS_HOST": "127.0.0.1", "QUEUE_BULL_REDIS_PORT": "6379",
                 "QUEUE_BULL_PREFIX": self.bull_prefix, "N8N_PROXY_HOPS": "0",
+                # n8n's Redis cache too (webhooks, published workflows, roles): its default prefix
+                # is every queue-mode n8n's on this machine, across suites and runs
+                "N8N_REDIS_KEY_PREFIX": f"n8n-{self.bull_prefix}",
                 # 2.40.7 activates published workflows through its publication outbox, polled every
                 # 15 s by default: a webhook answers 404 until the main has applied it.
                 "N8N_WORKFLOW_PUBLICATION_OUTBOX_POLL_INTERVAL_MS": "1000", **extra}
@@ -131,7 +134,7 @@ def queue_stack(wordpress_site, tmp_path_factory):
     finally:
         st.stop()
         psql(f"DROP DATABASE IF EXISTS {pg_database} WITH (FORCE)")
-        keys = subprocess.run(["redis-cli", "-h", "127.0.0.1", "--scan", "--pattern", f"bull-ds-{tag}*"],
+        keys = subprocess.run(["redis-cli", "-h", "127.0.0.1", "--scan", "--pattern", f"*bull-ds-{tag}*"],
                               capture_output=True, text=True).stdout.split()
         if keys:
             subprocess.run(["redis-cli", "-h", "127.0.0.1", "del", *keys], capture_output=True)
