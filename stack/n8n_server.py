@@ -55,7 +55,10 @@ class N8nServer:
 
     def kill_server(self):
         """kill -9 of n8n and its task runner (the whole process group): no shutdown hook runs."""
-        self.server.stop(signal.SIGKILL)
+        self.stop_server(signal.SIGKILL)
+
+    def stop_server(self, sig=signal.SIGTERM):
+        self.server.stop(sig)
         self.services.remove(self.server)
         self.server = None
 
@@ -155,9 +158,7 @@ class N8nServer:
                 time.sleep(0.3)
             runs = {k: self.irun(i) for k, i in done.items()}
         finally:
-            self.server.stop()
-            self.services.remove(self.server)
-            self.server = None
+            self.stop_server()
         seconds = round(time.monotonic() - t0, 1)
         return {k: {"execution_id": done.get(k), "run": runs.get(k), "seconds": seconds} for k in paths}
 
@@ -223,15 +224,16 @@ class N8nServer:
             con.close()
         return (unflatten(row[0]) or {}) if row else {}
 
-    def sub_executions(self, parent_id: str, since: int = 0) -> dict[str, int]:
-        """Executions per workflow id (after execution `since`) that the execution `parent_id`
-        started as sub-workflows: n8n keeps the parent in each one's data (parentExecution)."""
-        out: dict[str, int] = {}
+    def sub_executions(self, since: int = 0) -> dict[str, dict[str, int]]:
+        """Per parent execution id, its sub-workflow executions (after execution `since`) counted per
+        workflow id: n8n keeps the parent in each one's data (parentExecution)."""
+        out: dict[str, dict[str, int]] = {}
         for e in self.executions():
             if int(e["id"]) > since:
                 parent = (self.execution_data(e["id"]).get("parentExecution") or {}).get("executionId")
-                if str(parent) == str(parent_id):
-                    out[e["workflow_id"]] = out.get(e["workflow_id"], 0) + 1
+                if parent is not None:
+                    runs = out.setdefault(str(parent), {})
+                    runs[e["workflow_id"]] = runs.get(e["workflow_id"], 0) + 1
         return out
 
     def error_of(self, execution_id: str) -> str | None:

@@ -220,9 +220,9 @@ class PipelineStack:
                 "N8N_PORT": str(self.ports["n8n"] or free_port()), "N8N_RUNNERS_BROKER_PORT": str(free_port()),
                 "N8N_LOG_LEVEL": "info"}
 
-    def n8n(self, *args, timeout=300, env: dict | None = None) -> subprocess.CompletedProcess:
-        return subprocess.run(["bash", str(HERE / "n8n.sh"), "n8n", *args], env={**self.n8n_env(), **(env or {})},
-                              text=True, capture_output=True, timeout=timeout)
+    def n8n(self, *args, timeout=300) -> subprocess.CompletedProcess:
+        return subprocess.run(["bash", str(HERE / "n8n.sh"), "n8n", *args], env=self.n8n_env(), text=True,
+                              capture_output=True, timeout=timeout)
 
     def _prepare_n8n(self):
         self.say("n8n 2.40.7 (cached install) with the packed n8n-nodes-durable package")

@@ -140,15 +140,17 @@ def runs(stack):
         crashes = stack.crash_together(paths, traps, before_kill, publish=subs + list(paths.values()))
     finally:
         stack.ledger_relay.disarm()
+    started = stack.sub_executions(mark)
     for (action, point), crash in crashes.items():
         batch = batch_for(action, point)
         crash.update(seen_at_kill=seen_at_kill.get((action, point)), after_kill=stack.counts(batch),
                      states=op_states(stack, batch, action), phase=stack.report(f"{batch}-{LAST}")["phase"],
-                     sub_runs=sub_runs(stack.sub_executions(crash["execution_id"], mark)))
+                     sub_runs=sub_runs(started.get(str(crash["execution_id"]), {})))
     mark = stack.last_execution_id()
     reruns = stack.run_together(paths)
+    started = stack.sub_executions(mark)
     for rerun in reruns.values():
-        rerun["sub_runs"] = sub_runs(stack.sub_executions(rerun["execution_id"], mark)) if rerun["run"] else None
+        rerun["sub_runs"] = sub_runs(started.get(str(rerun["execution_id"]), {})) if rerun["run"] else None
     return {"crash": crashes, "rerun": reruns}
 
 
