@@ -148,7 +148,7 @@ def test_editor_resolves_confirm_fail_abandon_with_audit(client, tok, scripted):
     assert begin(client, tok, action="create:c")["reason"] == "abandoned"
     from durable_ledger.store.models import AuditLog
 
-    resolved = [a for a in AuditLog.select() if a.action == "review_resolved"]
+    resolved = [a for a in AuditLog.select().order_by(AuditLog.id) if a.action == "review_resolved"]
     assert [(a.actor, a.detail["decision"]) for a in resolved] == [
         ("editor:bootstrap-acme-editor", "confirm"), ("editor:bootstrap-acme-editor", "fail"),
         ("editor:bootstrap-acme-editor", "abandon")]

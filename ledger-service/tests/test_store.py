@@ -35,7 +35,7 @@ def allow(_guard):
 
 
 def events(op_id):
-    return [(e.from_state, e.to_state) for e in OperationEvent.select().where(OperationEvent.operation == op_id)]
+    return [(e.from_state, e.to_state) for e in OperationEvent.select().where(OperationEvent.operation == op_id).order_by(OperationEvent.id)]
 
 
 @pytest.mark.parametrize("counted", [False, True])
