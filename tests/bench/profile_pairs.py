@@ -2,7 +2,7 @@
 
 Calls the WSGI app directly with a ready-made environ (no socket, no gunicorn, no test client),
 so what is measured is the server's side of a request: after WARMUP pairs and an ANALYZE, the
-wall median of 5 x 300 pairs, then one cProfile of 500 pairs with its own time grouped by package.
+wall and CPU medians of 5 x 300 pairs, then one cProfile of 500 pairs with its own time grouped by package.
 On a fresh PostgreSQL database (or SQLite) that is dropped at the end.
 
   PYTHONPATH=<tree>/ledger-service .venv/bin/python tests/bench/profile_pairs.py [--backend postgres|sqlite]
@@ -96,12 +96,13 @@ def run(url):
     if url.startswith("postgres"):
         with db.connection_context():
             db.execute_sql("ANALYZE")
-    walls = []
+    walls, cpus = [], []
     for _ in range(ROUNDS):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for _ in range(PER_ROUND):
             pairs.pair()
         walls.append((time.perf_counter() - t0) * 1000 / PER_ROUND)
+        cpus.append((time.process_time() - c0) * 1000 / PER_ROUND)
     prof = cProfile.Profile()
     prof.enable()
     for _ in range(PROFILED):
@@ -110,7 +111,9 @@ def run(url):
     groups, calls = _groups(prof)
     if os.environ.get("PROFILE_TOP"):  # the hottest functions by own time, to stderr
         pstats.Stats(prof, stream=sys.stderr).sort_stats("tottime").print_stats(int(os.environ["PROFILE_TOP"]))
+    # CPU: this process's own (Python and the driver's client side), without the database's
     return {"wall_ms_per_pair": round(statistics.median(walls), 3), "walls": [round(w, 3) for w in walls],
+            "cpu_ms_per_pair": round(statistics.median(cpus), 3),
             "profiled_ms_per_pair_by_package": groups, "function_calls_per_pair": calls}
 
 
