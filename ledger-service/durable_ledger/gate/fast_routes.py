@@ -34,13 +34,19 @@ from . import replies, routes
 log = logging.getLogger("durable_ledger")
 
 _PREFIX = "/v1/operations/"
+# The request headers the handler reads: WSGI environ key -> lower-case header name.
+_HEADER_NAMES = {"HTTP_X_N8N_EXECUTION_ID": "x-n8n-execution-id", "HTTP_X_N8N_WORKFLOW_ID": "x-n8n-workflow-id",
+                 "HTTP_AUTHORIZATION": "authorization"}
 _BEGIN = _PREFIX + "begin"
 _BATCH = _PREFIX + "batch"
 
 
 def install(app):
-    """Put the handler in front of ``app`` (after tracing's middleware would be: it is off then)."""
-    app.wsgi_app = FastGate(app, app.wsgi_app)
+    """Put the handler in front of ``app`` (after tracing's middleware would be: it is off then),
+    and give the server's worker its lean entry (``app.lean_answer``, web/lean_http.py)."""
+    fast = FastGate(app, app.wsgi_app)
+    app.wsgi_app = fast
+    app.lean_answer = fast.lean
 
 
 def _route(path):
@@ -80,12 +86,9 @@ def _outcome(who, key, b, _cfg):
     return replies.outcome(who, key, b)
 
 
-def _plain_json(environ, max_bytes):
+def _plain_json(content_type, length, max_bytes):
     """The body's length if the request is one this handler may take, else None."""
-    if environ.get("QUERY_STRING") or environ.get("SCRIPT_NAME") or environ.get("HTTP_TRANSFER_ENCODING"):
-        return None
-    mimetype = environ.get("CONTENT_TYPE", "").split(";", 1)[0].strip().lower()
-    length = environ.get("CONTENT_LENGTH", "")
+    mimetype = content_type.split(";", 1)[0].strip().lower()
     # ASCII digits only: "²".isdigit() is true and int() refuses it (Werkzeug reads no length).
     if mimetype != "application/json" or not (length.isascii() and length.isdigit()) \
             or not 0 < int(length) <= max_bytes:
@@ -98,32 +101,58 @@ class FastGate:
         self.app, self.fallback = app, fallback
 
     def __call__(self, environ, start_response):
-        path = environ.get("PATH_INFO", "")
-        hot = _route(path) if environ.get("REQUEST_METHOD") == "POST" and tracing.tracer is None else None
-        cfg = self.app.config["DURABLE"]
-        length = _plain_json(environ, cfg.max_body_bytes) if hot else None
-        if length is None:
+        plain = None
+        if environ.get("REQUEST_METHOD") == "POST" and not (
+                environ.get("QUERY_STRING") or environ.get("SCRIPT_NAME") or environ.get("HTTP_TRANSFER_ENCODING")):
+            plain = self._plain(environ.get("PATH_INFO", ""), environ.get("CONTENT_TYPE", ""),
+                                environ.get("CONTENT_LENGTH", ""))
+        if plain is None:
             return self.fallback(environ, start_response)
-        raw = environ["wsgi.input"].read(length)
+        raw = environ["wsgi.input"].read(plain[1])
         environ["wsgi.input"] = io.BytesIO(raw)  # for Flask, if the body is not one to take here
         # A body that ended before its Content-Length (a server handing over a cut-off stream)
         # is Flask's: Werkzeug answers it 400 even when the bytes that came are valid JSON.
-        body = _read(raw, hot[0], cfg) if len(raw) == length else None
-        if body is None:
+        answer = self._take(plain, raw, environ.get) if len(raw) == plain[1] else None
+        if answer is None:
             return self.fallback(environ, start_response)
-        status, out = self._answer(environ, path, hot, body, cfg)
-        data = (self.app.json.dumps(out, **_dump_args(self.app)) + "\n").encode()
-        start_response(f"{status} {HTTP_STATUS_CODES[status].upper()}",
-                       [("Content-Type", "application/json"), ("Content-Length", str(len(data)))])
+        status, data = answer
+        start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(data)))])
         return [data]
 
-    def _answer(self, environ, path, hot, body, cfg):
-        """(status, JSON) for a body already read: the route's answer or its error answer."""
+    def lean(self, path, headers, raw):
+        """The same answer for a request the server's worker read itself (web/lean_http.py): a
+        POST with no query string, ``headers`` by lower-case name: (status line, body bytes), or
+        None before anything is done (the worker then hands the request to gunicorn and Flask)."""
+        plain = self._plain(path, headers.get("content-type", ""), headers.get("content-length", ""))
+        if plain is None or len(raw) != plain[1]:
+            return None
+        return self._take(plain, raw, lambda name: headers.get(_HEADER_NAMES[name]))
+
+    def _plain(self, path, content_type, length):
+        """(hot route, body length) for a plain request to a hot path, else None."""
+        hot = _route(path) if tracing.tracer is None else None
+        length = _plain_json(content_type, length, self.app.config["DURABLE"].max_body_bytes) if hot else None
+        return None if length is None else (hot, length, path)
+
+    def _take(self, plain, raw, header):
+        """(status line, body bytes) for a body the route may take, or None (nothing done)."""
+        hot, _length, path = plain
+        cfg = self.app.config["DURABLE"]
+        body = _read(raw, hot[0], cfg)
+        if body is None:
+            return None
+        status, out = self._answer(header, path, hot, body, cfg)
+        data = (self.app.json.dumps(out, **_dump_args(self.app)) + "\n").encode()
+        return f"{status} {HTTP_STATUS_CODES[status].upper()}", data
+
+    def _answer(self, header, path, hot, body, cfg):
+        """(status, JSON) for a body already read: the route's answer or its error answer.
+        ``header(environ key)``: the request header's value or None."""
         who = None
         open_request_connection()
         try:
-            n8n_context.set_execution(environ.get("HTTP_X_N8N_EXECUTION_ID"), environ.get("HTTP_X_N8N_WORKFLOW_ID"))
-            who = authenticate(bearer_from_header(environ.get("HTTP_AUTHORIZATION")), cfg.token_cache_ttl_s)
+            n8n_context.set_execution(header("HTTP_X_N8N_EXECUTION_ID"), header("HTTP_X_N8N_WORKFLOW_ID"))
+            who = authenticate(bearer_from_header(header("HTTP_AUTHORIZATION")), cfg.token_cache_ttl_s)
             return 200, hot[1](who.require("runner"), hot[2], body, cfg)
         except LedgerError as exc:
             return exc.http_status, _error(exc, who, path)

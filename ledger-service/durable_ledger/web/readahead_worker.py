@@ -24,12 +24,23 @@ idle and stalled connections cost a socket and a buffer, never a thread.
   deadline passed     -> 408, close          keep-alive: back to the main loop
 
 Not for TLS (the bytes read here would be ciphertext): `serve` binds plain HTTP, behind a
-TLS-terminating front where there is one. The hot path is gthread's: one non-blocking recv
-and a header scan in the main loop per request.
+TLS-terminating front where there is one.
+
+The lean lane, for the gate's hot routes (what an app offers as ``app.lean_answer``): a thread
+that finds a plain request in its buffer (lean_http.py) answers it without gunicorn's parser,
+environ and response objects, in one send. It then keeps the connection for up to ``LINGER_S``
+while the pool has nothing queued: a client that gates steps one after the other sends its next
+request as soon as it has the answer, and a request that arrives whole in that window is
+answered by the same thread, without the round trip through the main loop (a selector
+unregister and register, a pipe write to wake the loop, a future's callbacks and a thread
+hand-off: more Python per request than the gate's own). A request that is not whole by then
+goes back to the main loop with the bytes read so far, under the read timeout as any other,
+so a slow client still never holds a thread longer than ``LINGER_S``.
 """
 
 import errno
 import json
+import os
 import re
 import selectors
 import socket
@@ -39,8 +50,16 @@ from functools import partial
 from gunicorn.workers.gthread import TConn, ThreadWorker
 
 from ..kernel.errors import LedgerError, PayloadTooLarge
+from . import lean_http
 
 STOP_LINGER_S = 2.0
+# How long a thread that answered on the lean lane waits for the same client's next request.
+# The client of a sequential workflow sends it within a fraction of a millisecond of reading the
+# answer on an idle machine, a few milliseconds on a loaded one; a client with think time (n8n
+# calling the remote between begin and confirm) costs the thread this long, never the CPU.
+LINGER_S = 0.005
+# What _linger found: the next request whole in the buffer, back to the main loop, or closed.
+NEXT, KEEP, CLOSE = "next", "keep", "close"
 STREAM = -1
 MAX_HEADER_BYTES = 64 * 1024  # gunicorn's own limits (100 fields of 8 KiB) refuse it further
 _CONTENT_LENGTH = re.compile(rb"^content-length[ \t]*:[ \t]*(\S*)[ \t]*$", re.I | re.M)
@@ -208,14 +227,85 @@ class ReadAheadWorker(ThreadWorker):
                 f"the request did not arrive whole within {self.read_timeout:g} s", {"timeout_s": self.read_timeout}))
             self._drop(conn)
 
+    def load_wsgi(self):
+        super().load_wsgi()
+        cfg = self.cfg
+        # The lean lane writes no access log line and runs no request hooks: only where there are none.
+        plain = not (cfg.accesslog or cfg.statsd_host or cfg.is_ssl or os.environ.get("SCRIPT_NAME"))
+        self.lean_answer = getattr(self.wsgi, "lean_answer", None) if plain else None
+        self.lean_limits = (cfg.limit_request_line or 8190, cfg.limit_request_fields or 100,
+                            cfg.limit_request_field_size or 8190)
+
     def handle(self, conn):
-        """In a thread: the request is whole in conn.pending; the parser reads it from there."""
+        """In a thread: the request is whole in conn.pending. A plain hot one is answered on the
+        lean lane (and the next one too, if it comes at once); anything else goes to gunicorn's
+        parser, which reads it from there."""
         conn.data_ready = True  # never gthread's wait for a first byte: the bytes are here
         conn.sock.setblocking(True)
         conn.init()
+        while self.lean_answer is not None:
+            kept = self._lean(conn)
+            if kept is None:
+                break
+            found = self._linger(conn) if kept else CLOSE
+            if found != NEXT:
+                return found == KEEP
         conn.parser.unreader.unread(bytes(conn.pending))
         conn.pending = bytearray()
         return super().handle(conn)
+
+    def _lean(self, conn):
+        """Answer the request in conn.pending here if it is plain and hot: whether the connection
+        stays open, or None (nothing was done: gunicorn's path)."""
+        head_end = conn.pending.find(b"\r\n\r\n")
+        req = lean_http.read(conn.pending, head_end, self.lean_limits) if head_end > 0 else None
+        try:
+            answer = self.lean_answer(req.path, req.headers, req.body) if req else None
+        except Exception:
+            self.log.exception("Error handling request %s", req.path)
+            return False
+        if answer is None:
+            return None
+        conn.pending = bytearray()
+        self.nr += 1
+        if self.nr >= self.max_requests and self.alive:
+            self.log.info("Autorestarting worker after current request.")
+            self.alive = False
+        # As gthread's handle_request decides it for a response of known length.
+        close = req.close or not self.alive or not self.cfg.keepalive \
+            or len(self.keepalived_conns) >= self.max_keepalived
+        try:
+            conn.sock.sendall(lean_http.answer(answer[0], "application/json", answer[1], close))
+        except OSError:
+            return False
+        return not close
+
+    def _linger(self, conn):
+        """After a lean answer: wait here up to LINGER_S for the client's next request (module
+        docstring). NEXT: it is whole in conn.pending; KEEP: back to the main loop (with what
+        came of it, if anything); CLOSE: the client closed or the socket failed."""
+        work_queue = getattr(self.tpool, "_work_queue", None)
+        if not self.alive or work_queue is None or not work_queue.empty():
+            return KEEP  # another connection's request waits for a thread: give this one back
+        sock, deadline = conn.sock, time.monotonic() + LINGER_S
+        conn.sent_continue = conn.streamed = False
+        try:
+            while (left := deadline - time.monotonic()) > 0:
+                sock.settimeout(left)
+                data = sock.recv(65536)
+                if not data:
+                    return CLOSE
+                conn.pending += data
+                end = request_end(conn.pending, self.readahead_bytes, self.max_body_bytes)
+                if end is not None:  # whole, or one the main loop answers (413) or streams
+                    return NEXT if isinstance(end, int) and end > 0 else KEEP
+            return KEEP
+        except TimeoutError:
+            return KEEP
+        except OSError:
+            return CLOSE
+        finally:
+            sock.settimeout(None)
 
     def handle_request(self, req, conn):
         if conn.sent_continue:  # answered from the main loop already
@@ -228,14 +318,20 @@ class ReadAheadWorker(ThreadWorker):
 
     def finish_request(self, conn, fs):
         """A pipelined request already read past the last one goes through the read-ahead too,
-        never straight to a thread that would block on the rest of it."""
-        if not fs.cancelled() and fs.exception() is None and fs.result() and self.alive \
-                and conn.parser is not None and conn.parser.unreader.buf.getvalue():
-            conn.sock.setblocking(False)
-            conn.pending = bytearray(conn.parser.unreader.take_buffered())
-            self._start_reading(conn)
-            self._advance(conn)
-            return
+        never straight to a thread that would block on the rest of it; so does the start of a
+        request a lingering thread gave back (``conn.pending``), stopping or not."""
+        if not fs.cancelled() and fs.exception() is None and fs.result():
+            if conn.pending:
+                conn.sock.setblocking(False)
+                self._start_reading(conn)
+                self._advance(conn)
+                return
+            if self.alive and conn.parser is not None and conn.parser.unreader.buf.getvalue():
+                conn.sock.setblocking(False)
+                conn.pending = bytearray(conn.parser.unreader.take_buffered())
+                self._start_reading(conn)
+                self._advance(conn)
+                return
         super().finish_request(conn, fs)
 
 
