@@ -90,7 +90,7 @@ class Operation(BaseModel):
     id = AutoField()
     tenant = CharField(max_length=128)
     operation_key = CharField(max_length=512)
-    job = ForeignKeyField(Job, on_delete="CASCADE")
+    job = ForeignKeyField(Job, on_delete="CASCADE", index=False)  # (job, state) below serves it (m0007)
     task_version = IntegerField()
     action = CharField(max_length=255)
     request_hash = CharField(max_length=64)
@@ -129,7 +129,7 @@ class OperationEvent(BaseModel):
 
     id = AutoField()
     operation = ForeignKeyField(Operation, on_delete="CASCADE", index=True)
-    job = ForeignKeyField(Job, on_delete="CASCADE", index=True)
+    job = ForeignKeyField(Job, on_delete="CASCADE", index=False)  # (job, to_state) below serves it (m0007)
     from_state = CharField(max_length=16, null=True)
     to_state = CharField(max_length=16)
     actor = CharField(max_length=255)

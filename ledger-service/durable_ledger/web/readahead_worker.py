@@ -42,6 +42,7 @@ import errno
 import json
 import os
 import re
+import select
 import selectors
 import socket
 import time
@@ -58,6 +59,7 @@ STOP_LINGER_S = 2.0
 # answer on an idle machine, a few milliseconds on a loaded one; a client with think time (n8n
 # calling the remote between begin and confirm) costs the thread this long, never the CPU.
 LINGER_S = 0.005
+LINGER_SLICE_S = 0.0005  # how soon a lingering thread sees that a request waits for a thread
 # What _linger found: the next request whole in the buffer, back to the main loop, or closed.
 NEXT, KEEP, CLOSE = "next", "keep", "close"
 STREAM = -1
@@ -282,17 +284,16 @@ class ReadAheadWorker(ThreadWorker):
 
     def _linger(self, conn):
         """After a lean answer: wait here up to LINGER_S for the client's next request (module
-        docstring). NEXT: it is whole in conn.pending; KEEP: back to the main loop (with what
-        came of it, if anything); CLOSE: the client closed or the socket failed."""
-        work_queue = getattr(self.tpool, "_work_queue", None)
-        if not self.alive or work_queue is None or not work_queue.empty():
-            return KEEP  # another connection's request waits for a thread: give this one back
+        docstring), in slices, and never while another connection's request waits for a thread.
+        NEXT: it is whole in conn.pending; KEEP: back to the main loop (with what came of it, if
+        anything); CLOSE: the client closed or the socket failed."""
         sock, deadline = conn.sock, time.monotonic() + LINGER_S
         conn.sent_continue = conn.streamed = False
         try:
-            while (left := deadline - time.monotonic()) > 0:
-                sock.settimeout(left)
-                data = sock.recv(65536)
+            while self.alive and not self._queued() and (left := deadline - time.monotonic()) > 0:
+                if not select.select((sock,), (), (), min(left, LINGER_SLICE_S))[0]:
+                    continue
+                data = sock.recv(65536, socket.MSG_DONTWAIT)
                 if not data:
                     return CLOSE
                 conn.pending += data
@@ -300,12 +301,15 @@ class ReadAheadWorker(ThreadWorker):
                 if end is not None:  # whole, or one the main loop answers (413) or streams
                     return NEXT if isinstance(end, int) and end > 0 else KEEP
             return KEEP
-        except TimeoutError:
+        except (BlockingIOError, InterruptedError):
             return KEEP
-        except OSError:
+        except (OSError, ValueError):
             return CLOSE
-        finally:
-            sock.settimeout(None)
+
+    def _queued(self):
+        """Whether a request waits for a thread of the pool (it must not wait on a linger)."""
+        work_queue = getattr(self.tpool, "_work_queue", None)
+        return work_queue is None or not work_queue.empty()
 
     def handle_request(self, req, conn):
         if conn.sent_continue:  # answered from the main loop already
