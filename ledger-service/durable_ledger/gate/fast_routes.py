@@ -32,6 +32,8 @@ from . import outcomes as ops
 from . import replies, routes
 
 log = logging.getLogger("durable_ledger")
+# web/errors.py's answer to an unexpected exception (Flask's 500 handler).
+INTERNAL_ERROR = {"error": {"code": "internal_error", "message": "internal error; see the service log", "details": {}}}
 
 _PREFIX = "/v1/operations/"
 # The request headers the handler reads: WSGI environ key -> lower-case header name.
@@ -149,8 +151,9 @@ class FastGate:
         """(status, JSON) for a body already read: the route's answer or its error answer.
         ``header(environ key)``: the request header's value or None."""
         who = None
-        open_request_connection()
         try:
+            # Inside the try: a database that cannot be reached is Flask's 500 answer here too.
+            open_request_connection()
             n8n_context.set_execution(header("HTTP_X_N8N_EXECUTION_ID"), header("HTTP_X_N8N_WORKFLOW_ID"))
             who = authenticate(bearer_from_header(header("HTTP_AUTHORIZATION")), cfg.token_cache_ttl_s)
             return 200, hot[1](who.require("runner"), hot[2], body, cfg)
@@ -164,8 +167,7 @@ class FastGate:
             if self.app.config.get("PROPAGATE_EXCEPTIONS") or self.app.testing or self.app.debug:
                 raise
             log.exception("Exception on %s [POST]", path)
-            return 500, {"error": {"code": "internal_error", "message": "internal error; see the service log",
-                                   "details": {}}}
+            return 500, INTERNAL_ERROR
         finally:
             release_request_connection()
 

@@ -35,18 +35,19 @@ class Request:
         self.path, self.headers, self.body, self.close = path, headers, body, close
 
 
-def read(buf, end_of_head, limits):
+def read(buf, end_of_head, policy):
     """The request in ``buf`` (exactly one, whole, its head ending at ``end_of_head``), or None.
 
-    ``limits``: (longest request line, most header fields, longest header field), gunicorn's."""
-    max_line, max_fields, max_field = limits
+    ``policy``, gunicorn's configuration: (longest request line, most header fields, longest
+    header field, the lower-case names of its secure scheme headers)."""
+    max_line, max_fields, max_field, scheme_headers = policy
     lines = bytes(buf[:end_of_head]).split(b"\r\n")
     if len(lines[0]) > max_line or len(lines) - 1 > max_fields:
         return None
     target = _REQUEST_LINE.fullmatch(lines[0])
     if target is None or target.group(1).startswith(b"//"):
         return None
-    headers = _headers(lines[1:], max_field)
+    headers = _headers(lines[1:], max_field, scheme_headers)
     if headers is None or b"content-length" not in headers or b"host" not in headers:
         return None
     connection = headers.get(b"connection", b"keep-alive").lower()
@@ -62,15 +63,18 @@ def read(buf, end_of_head, limits):
                    connection == b"close")
 
 
-def _headers(lines, max_field):
-    """{lower-case name: value without surrounding blanks}, or None when one is not plain."""
+def _headers(lines, max_field, scheme_headers):
+    """{lower-case name: value without surrounding blanks}, or None when one is not plain.
+    A scheme header (X-Forwarded-Proto, ...) is not: gunicorn checks those from trusted peers
+    against each other (400 when they disagree)."""
     headers = {}
     for line in lines:
         name, colon, value = line.partition(b":")
-        if not colon or len(line) > max_field or not _NAME.fullmatch(name) or not _VALUE.fullmatch(value):
+        # gunicorn counts a field line with its CRLF against the limit.
+        if not colon or len(line) + 2 > max_field or not _NAME.fullmatch(name) or not _VALUE.fullmatch(value):
             return None  # also a folded line (it starts with a blank, which no name has)
         name = name.lower()
-        if name in headers or name in _NOT_PLAIN:
+        if name in headers or name in _NOT_PLAIN or name in scheme_headers:
             return None
         headers[name] = value.strip(b" \t")
     return headers

@@ -53,6 +53,10 @@ from gunicorn.workers.gthread import TConn, ThreadWorker
 from ..kernel.errors import LedgerError, PayloadTooLarge
 from . import lean_http
 
+# The error shape's answer to an unexpected exception (web/errors.py), as JSON bytes.
+INTERNAL_ERROR = (json.dumps({"error": {"code": "internal_error", "message": "internal error; see the service log",
+                                        "details": {}}}, separators=(",", ":"), sort_keys=True) + "\n").encode()
+
 STOP_LINGER_S = 2.0
 # How long a thread that answered on the lean lane waits for the same client's next request.
 # The client of a sequential workflow sends it within a fraction of a millisecond of reading the
@@ -235,8 +239,9 @@ class ReadAheadWorker(ThreadWorker):
         # The lean lane writes no access log line and runs no request hooks: only where there are none.
         plain = not (cfg.accesslog or cfg.statsd_host or cfg.is_ssl or os.environ.get("SCRIPT_NAME"))
         self.lean_answer = getattr(self.wsgi, "lean_answer", None) if plain else None
-        self.lean_limits = (cfg.limit_request_line or 8190, cfg.limit_request_fields or 100,
-                            cfg.limit_request_field_size or 8190)
+        self.lean_policy = (cfg.limit_request_line or 8190, cfg.limit_request_fields or 100,
+                            cfg.limit_request_field_size or 8190,
+                            frozenset(name.lower().encode("latin-1") for name in cfg.secure_scheme_headers))
 
     def handle(self, conn):
         """In a thread: the request is whole in conn.pending. A plain hot one is answered on the
@@ -260,12 +265,12 @@ class ReadAheadWorker(ThreadWorker):
         """Answer the request in conn.pending here if it is plain and hot: whether the connection
         stays open, or None (nothing was done: gunicorn's path)."""
         head_end = conn.pending.find(b"\r\n\r\n")
-        req = lean_http.read(conn.pending, head_end, self.lean_limits) if head_end > 0 else None
+        req = lean_http.read(conn.pending, head_end, self.lean_policy) if head_end > 0 else None
         try:
             answer = self.lean_answer(req.path, req.headers, req.body) if req else None
-        except Exception:
+        except Exception:  # the handler answers its own errors; this is one of the lane itself
             self.log.exception("Error handling request %s", req.path)
-            return False
+            answer, req.close = ("500 INTERNAL SERVER ERROR", INTERNAL_ERROR), True
         if answer is None:
             return None
         conn.pending = bytearray()
