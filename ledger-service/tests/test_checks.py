@@ -12,6 +12,8 @@ from types import SimpleNamespace
 
 import pytest
 import requests
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import TOKENS
 from durable_ledger.kernel import checks, fields
@@ -329,3 +331,43 @@ def test_checks_the_http_fields_are_the_shared_checks():
             if check is fields.anything:
                 continue
             assert getattr(declared[name], "check", None) is check, (kind, name)
+
+
+_leaf = st.one_of(st.none(), st.booleans(), st.integers(min_value=-(2 ** 70), max_value=2 ** 70),
+                  st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=8),
+                  st.sampled_from(["\x00", "\ud800", "a\udfffb", "\ud83d\ude00", "NaN", "é"]))
+_json = st.recursive(_leaf, lambda inner: st.one_of(
+    st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=6) | st.sampled_from(["\x00k", "\udc00"]), inner,
+                                                 max_size=3)), max_leaves=12)
+
+
+def _nested(depth):
+    value = {"x": 1}
+    for i in range(depth):
+        value = [value] if i % 2 else {"d": value}
+    return value
+
+
+@settings(max_examples=400, deadline=None)
+@given(_json)
+def test_the_walk_is_skipped_only_where_it_cannot_refuse(value):
+    """LocalLedger skips the per-value walk of `checks.values` when the encoded body shows it
+    cannot refuse anything (`may_hold_bad_values`): whatever the walk refuses, the guard lets it
+    walk."""
+    try:
+        encoded = checks.encode({"v": value})
+    except Exception:
+        return  # not JSON at all: encode refuses it before any walk
+    try:
+        checks.values({"v": value}, "$", 0)
+    except Exception:
+        assert checks.may_hold_bad_values(encoded), value
+
+
+@pytest.mark.parametrize("depth", [60, 62, 63, 64, 70])
+def test_the_walk_is_not_skipped_for_deep_bodies(depth):
+    value = {"v": _nested(depth)}
+    try:
+        checks.values(value, "$", 0)
+    except Exception:
+        assert checks.may_hold_bad_values(checks.encode(value))

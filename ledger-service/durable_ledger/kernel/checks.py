@@ -16,6 +16,7 @@ never a 500 and never a guessed limit.
 
 import json
 import math
+import re
 
 from .digest import canonical_json
 from .errors import InvalidValue, MalformedJson, PayloadTooLarge, StoredValueInvalid, ValidationFailed
@@ -58,6 +59,8 @@ from .fields import (
     required_remote_id,
 )
 from .limits import BAD_TEXT, INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, MAX_DEPTH, id_problem
+
+_LONG_DIGITS = re.compile(rb"[0-9]{19}")
 
 # Each body as its route reads it: field -> check, and the fields whose size is limited.
 TOKEN_FIELD = {"fencing_token": FENCING_TOKEN}
@@ -115,10 +118,11 @@ def encode(body):
 
 def body(kind, value, max_body_bytes, max_receipt_bytes):
     """``value`` (a dict with every field of ``kind``) checked in HTTP's order; normalised."""
-    size = len(encode(value))
-    if size > max_body_bytes:
+    encoded = encode(value)
+    if len(encoded) > max_body_bytes:
         raise PayloadTooLarge(f"the request body is larger than {max_body_bytes} bytes", {"max_bytes": max_body_bytes})
-    values(value, "$", 0)
+    if may_hold_bad_values(encoded):
+        values(value, "$", 0)
     _counts(kind, value)
     out, errors = {}, {}
     for name, check in BODIES[kind].items():
@@ -162,6 +166,15 @@ def identifier(field, value, max_len=255, slashes=True, optional=False):
     problem = id_problem(value, max_len, slashes)
     if problem:
         refuse(field, problem)
+
+
+def may_hold_bad_values(encoded):
+    """False when `values` provably finds nothing in the value ``encoded`` is `encode`'s text of:
+    json.dumps escapes every non-ASCII character (so a NUL or a surrogate shows as a \\u
+    escape), writes NaN and Infinity as such, an integer outside 64 bits has 19+ digits, and a
+    value nested 64 deep has at least 64 brackets. The walk below costs a Python call per value."""
+    return (b"\\u" in encoded or b"NaN" in encoded or b"Infinity" in encoded or _LONG_DIGITS.search(encoded)
+            is not None or encoded.count(b"[") + encoded.count(b"{") >= MAX_DEPTH)
 
 
 def values(value, path="$", depth=1):

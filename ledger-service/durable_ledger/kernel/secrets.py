@@ -12,6 +12,7 @@ follow the prefixes the issuers document (and that gitleaks / detect-secrets mat
 docs/api.md lists them.
 """
 
+import functools
 import logging
 import re
 
@@ -83,7 +84,16 @@ def key_words(key):
 
 
 def is_secret_key(key):
-    if not isinstance(key, str) or key.lower() in ALLOWED_KEYS:
+    if not isinstance(key, str):
+        return False
+    # Payload keys are a small vocabulary (title, status, ...) seen on every request; long ones
+    # are not kept, so a body of odd keys cannot grow the cache beyond a few hundred kilobytes.
+    return _is_secret_key(key) if len(key) <= 64 else _is_secret_key.__wrapped__(key)
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_secret_key(key):
+    if key.lower() in ALLOWED_KEYS:
         return False
     words = key_words(key)
     if any(w in SECRET_WORDS for w in words):
