@@ -26,14 +26,12 @@ from ..store.audit import record_refusal
 from ..store.db import DataError, open_request_connection, release_request_connection
 from ..web import tracing
 from ..kernel.errors import COUNTED_REFUSALS
-from ..web.errors import bounded
+from ..web.errors import INTERNAL_ERROR, bounded
 from . import fast_bodies
 from . import outcomes as ops
 from . import replies, routes
 
 log = logging.getLogger("durable_ledger")
-# web/errors.py's answer to an unexpected exception (Flask's 500 handler).
-INTERNAL_ERROR = {"error": {"code": "internal_error", "message": "internal error; see the service log", "details": {}}}
 
 _PREFIX = "/v1/operations/"
 # The request headers the handler reads: WSGI environ key -> lower-case header name.

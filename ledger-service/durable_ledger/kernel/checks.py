@@ -16,7 +16,6 @@ never a 500 and never a guessed limit.
 
 import json
 import math
-import re
 
 from .digest import canonical_json
 from .errors import InvalidValue, MalformedJson, PayloadTooLarge, StoredValueInvalid, ValidationFailed
@@ -58,9 +57,7 @@ from .fields import (
     remote_id,
     required_remote_id,
 )
-from .limits import BAD_TEXT, INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, MAX_DEPTH, id_problem
-
-_LONG_DIGITS = re.compile(rb"[0-9]{19}")
+from .limits import BAD_TEXT, INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, LONG_DIGITS, MAX_DEPTH, id_problem
 
 # Each body as its route reads it: field -> check, and the fields whose size is limited.
 TOKEN_FIELD = {"fencing_token": FENCING_TOKEN}
@@ -173,7 +170,7 @@ def may_hold_bad_values(encoded):
     json.dumps escapes every non-ASCII character (so a NUL or a surrogate shows as a \\u
     escape), writes NaN and Infinity as such, an integer outside 64 bits has 19+ digits, and a
     value nested 64 deep has at least 64 brackets. The walk below costs a Python call per value."""
-    return (b"\\u" in encoded or b"NaN" in encoded or b"Infinity" in encoded or _LONG_DIGITS.search(encoded)
+    return (b"\\u" in encoded or b"NaN" in encoded or b"Infinity" in encoded or LONG_DIGITS.search(encoded)
             is not None or encoded.count(b"[") + encoded.count(b"{") >= MAX_DEPTH)
 
 

@@ -34,7 +34,7 @@ BAD_TEXT = re.compile(r"[\x00\ud800-\udfff]")
 # In identifiers also every control character, and U+FFFD: the WSGI layer decodes a path that
 # is not UTF-8 (e.g. %ED%A0%80, an encoded surrogate) into U+FFFD, so it marks bytes we lost.
 BAD_ID_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff\ufffd]")
-_LONG_DIGITS = re.compile(rb"[0-9]{19}")
+LONG_DIGITS = re.compile(rb"[0-9]{19}")
 _EXPONENT = re.compile(rb"[eE][+-]?[0-9]")
 # Where a lone surrogate can come from besides a \u escape: json.loads decodes bytes with
 # "surrogatepass" (UTF-8 ED A0..BF), and UTF-16/32 bodies (NUL bytes) are decoded the same way.
@@ -91,7 +91,7 @@ def parse_json(raw):
     hooks = {}
     # An integer of 18 digits or fewer fits 64 bits; a float overflows only with an exponent or
     # 309+ digits.
-    long_digits = _LONG_DIGITS.search(raw)
+    long_digits = LONG_DIGITS.search(raw)
     if long_digits:
         hooks["parse_int"] = _bounded_int
     if long_digits or _EXPONENT.search(raw):

@@ -15,6 +15,9 @@ from ..store.db import DataError
 log = logging.getLogger("durable_ledger")
 
 
+# The answer to an unexpected exception: this app's 500 handler, the hot routes' (gate/fast_routes.py)
+# and the read-ahead worker's lean lane (readahead_worker.py).
+INTERNAL_ERROR = {"error": {"code": "internal_error", "message": "internal error; see the service log", "details": {}}}
 MAX_ERROR_BYTES = 16 * 1024  # an error answer's JSON; details past it are dropped, code and message kept
 
 
@@ -67,5 +70,4 @@ def register_error_handlers(app):
 
     @app.errorhandler(500)
     def _internal(_exc):
-        return jsonify({"error": {"code": "internal_error", "message": "internal error; see the service log",
-                                  "details": {}}}), 500
+        return jsonify(INTERNAL_ERROR), 500

@@ -52,10 +52,9 @@ from gunicorn.workers.gthread import TConn, ThreadWorker
 
 from ..kernel.errors import LedgerError, PayloadTooLarge
 from . import lean_http
+from .errors import INTERNAL_ERROR
 
-# The error shape's answer to an unexpected exception (web/errors.py), as JSON bytes.
-INTERNAL_ERROR = (json.dumps({"error": {"code": "internal_error", "message": "internal error; see the service log",
-                                        "details": {}}}, separators=(",", ":"), sort_keys=True) + "\n").encode()
+_INTERNAL_ERROR_BYTES = (json.dumps(INTERNAL_ERROR, separators=(",", ":")) + "\n").encode()
 
 STOP_LINGER_S = 2.0
 # How long a thread that answered on the lean lane waits for the same client's next request.
@@ -270,7 +269,7 @@ class ReadAheadWorker(ThreadWorker):
             answer = self.lean_answer(req.path, req.headers, req.body) if req else None
         except Exception:  # the handler answers its own errors; this is one of the lane itself
             self.log.exception("Error handling request %s", req.path)
-            answer, req.close = ("500 INTERNAL SERVER ERROR", INTERNAL_ERROR), True
+            answer, req.close = ("500 INTERNAL SERVER ERROR", _INTERNAL_ERROR_BYTES), True
         if answer is None:
             return None
         conn.pending = bytearray()
@@ -330,14 +329,10 @@ class ReadAheadWorker(ThreadWorker):
         never straight to a thread that would block on the rest of it; so does the start of a
         request a lingering thread gave back (``conn.pending``), stopping or not."""
         if not fs.cancelled() and fs.exception() is None and fs.result():
+            if not conn.pending and self.alive and conn.parser is not None and conn.parser.unreader.buf.getvalue():
+                conn.pending = bytearray(conn.parser.unreader.take_buffered())
             if conn.pending:
                 conn.sock.setblocking(False)
-                self._start_reading(conn)
-                self._advance(conn)
-                return
-            if self.alive and conn.parser is not None and conn.parser.unreader.buf.getvalue():
-                conn.sock.setblocking(False)
-                conn.pending = bytearray(conn.parser.unreader.take_buffered())
                 self._start_reading(conn)
                 self._advance(conn)
                 return
