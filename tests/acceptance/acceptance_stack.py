@@ -219,7 +219,7 @@ class Gate:
 class CountingRemote:
     """A remote system with a lookup route, counted at the source: `writes[key]` is how many
     times the side effect of ``key`` really happened. Serves the ledger's generic HTTP
-    reconciler (DURABLE_RECONCILE_HTTP): found with the remote id, or definitively absent."""
+    reconciler (DURABLE_RECONCILE_HTTP): found with the remote id, or definitively absent, for the key asked."""
 
     def __init__(self):
         self.writes, self.ids, self.lock = {}, {}, threading.Lock()
@@ -243,7 +243,9 @@ class CountingRemote:
                 key = parse_qs(urlsplit(self.path).query)["key"][0]
                 with remote.lock:
                     rid = remote.ids.get(key)
-                self._json(200, {"found": True, "remote_id": rid} if rid else {"found": False, "definitive": True})
+                # The answer names the key it is about (issue 35): without it the ledger decides nothing.
+                self._json(200, {"found": True, "operation_key": key, "remote_id": rid} if rid
+                           else {"found": False, "operation_key": key, "definitive": True})
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True

@@ -218,7 +218,8 @@ def test_proxy_without_plugin_reports_dropped_seo_and_title_only_lookups(proxy_c
     assert r.json["verification"]["meta.rank_math_title"]["ok"] is False  # unregistered meta: dropped
     looked = proxy_client("GET", f"/v1/sites/plain/operations/plain-{uid}?title=Plain {uid}").json
     assert looked["plugin"] is False
-    assert looked["found"] is False  # never claims a match by key
+    assert looked["found"] is None  # no plugin: never found, never absent by key (issue 35)
+    assert looked["operation_key"] == f"plain-{uid}"
     assert [(c["id"], c["match"]) for c in looked["candidates"]] == [(r.json["remote_id"], "title")]
 
 

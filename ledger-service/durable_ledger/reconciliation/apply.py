@@ -62,7 +62,8 @@ def reconcile_operation(op, actor, claim_s=60.0, escalate=True):
             outcome = APPLIED
     except (ReconcilerError, ValueError) as exc:
         with write_txn():
-            op_store.record_reconcile_error(op.id, attempts.with_receipts(op, {"error": str(exc), "at": now}), now)
+            tried = {"error": str(exc), "at": now, "reconciler": getattr(reconciler, "name", type(reconciler).__name__)}
+            op_store.record_reconcile_error(op.id, attempts.with_receipts(op, tried), now)
             _event(op, op.state, actor, {"reconcile_error": str(exc)}, now)
         return ERROR, None, op_store.reread_operation(op.id)
     except Exception:

@@ -10,8 +10,13 @@ from .verdicts import Absent
 
 
 class RegenerateReconciler:
+    name = "regenerate"
+    verifies = False
+
     def lookup(self, op):
-        return Absent(True, {"detail": f"{op.action} has no remote side effect; its unrecorded answer was never "
+        # Nothing is asked: the evidence says so (the console never words this as "absent at the remote").
+        return Absent(True, {"reconciler": self.name, "not_asked": True,
+                             "detail": f"{op.action} has no remote side effect; its unrecorded answer was never "
                                        "used, so generating again is safe"})
 
     def verify(self, op, remote_id):

@@ -21,6 +21,7 @@ from ...kernel.errors import (
     ValidationFailed,
     WordPressUnavailable,
 )
+from ...kernel.secrets import REDACTED
 from ..client import seo_meta
 from .media import media_bytes
 from .packs import count_packs, with_resource_pack
@@ -306,23 +307,45 @@ def _lookup_tenant() -> str:
     return wanted
 
 
+def _searchable_title():
+    """The `title` to search by, or None: a title the ledger's secret filter redacted is not the
+    title that was sent, and searching for it proves nothing (issue 35)."""
+    title = request.args.get("title")
+    return title if title and REDACTED not in title else None
+
+
+def _by_plugin(site, client, key):
+    """The plugin's answer for ``key``, relayed only when it is about ``key``: an answer for
+    another key (a plugin bug, a proxy in front that rewrote the path) never reads as found."""
+    asked = remote_key(_lookup_tenant(), key)
+    found = client.lookup_operation(asked)
+    if not isinstance(found, dict):
+        raise LookupError("the plugin's lookup answer is not a JSON object")
+    if found.get("key") != asked:
+        return {"site": site, "plugin": True, "found": None, "operation_key": key, "match": None,
+                "answered_key": found.get("key"),
+                "message": "the durable-ops plugin answered for another key: not evidence about this one"}
+    hit = found.get("found") is True and bool(found.get("id"))
+    return {**found, "site": site, "plugin": True, "operation_key": key, "match": "operation_key" if hit else None,
+            "edit_url": _edit_url(site, found.get("id")) if hit else None}
+
+
 @bp.get("/v1/sites/<site>/operations/<path:key>")
 def lookup_operation(site, key):
     """Reconciler's question: did this operation's write land? Degraded mode never claims a key match."""
     client = _site(site, "runner", "editor")
+    title = _searchable_title()
     try:
         if _plugin(site):
-            found = client.lookup_operation(remote_key(_lookup_tenant(), key))
-            hit = bool(found.get("found") and found.get("id"))
-            return jsonify({**found, "site": site, "plugin": True, "match": "operation_key" if hit else None,
-                            "edit_url": _edit_url(site, found.get("id")) if hit else None})
-        title = request.args.get("title")
+            return jsonify(_by_plugin(site, client, key))
         candidates = _with_edit_urls(site, client.find_by_title(title)) if title else []
     except (requests.RequestException, LookupError) as exc:
         raise WordPressUnavailable(f"lookup on '{site}' failed: {exc}", {"site": site}) from exc
-    return jsonify({"site": site, "plugin": False, "key": key, "found": False, "match": "title" if title else None,
-                    "candidates": candidates,
-                    "message": "durable-ops plugin missing: results matched by title only, never by key"})
+    searched = "results matched by title only, never by key" if title else (
+        "the title was redacted, so nothing was searched" if request.args.get("title") else "no title to search")
+    return jsonify({"site": site, "plugin": False, "key": key, "operation_key": key, "found": None,
+                    "match": "title" if title else None, "candidates": candidates,
+                    "message": f"durable-ops plugin missing: {searched}"})
 
 
 @bp.get("/v1/sites/<site>/jobs/<path:job_id>")
@@ -332,7 +355,7 @@ def lookup_job(site, job_id):
         if _plugin(site):
             job = client.lookup_job(remote_job_id(_lookup_tenant(), job_id))
             return jsonify({**job, "objects": _with_edit_urls(site, job.get("objects")), "site": site, "plugin": True})
-        title = request.args.get("title")
+        title = _searchable_title()
         candidates = _with_edit_urls(site, client.find_by_title(title)) if title else []
     except (requests.RequestException, LookupError) as exc:
         raise WordPressUnavailable(f"lookup on '{site}' failed: {exc}", {"site": site}) from exc
