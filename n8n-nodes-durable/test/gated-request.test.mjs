@@ -36,10 +36,31 @@ function startRemote() {
 				const looked = state.requests.filter((r) => r.method === 'GET' && r.raw === '' && r.path === url.pathname && r.key === key);
 				state.requests[state.requests.length - 1].key = key;
 				if (url.pathname === '/orders-flaky' && looked.length === 0) return answer(503, { error: 'lookup down' });
-				return answer(200, state.commits.filter((c) => c.key === key).map((c) => ({ id: c.id, number: c.number })));
+				const listed = (all) => (all ? state.commits : state.commits.filter((c) => c.key === key)).map((c) => ({ id: c.id, key: c.key, number: c.number }));
+				// How real APIs answer a list: bare, wrapped, Stripe's list object, a filter ignored,
+				// a 200 that is an error, a web page in front of the API.
+				if (url.pathname === '/orders-all') return answer(200, listed(true));
+				if (url.pathname === '/orders-wrapped') return answer(200, { data: listed(false), meta: { total: listed(false).length } });
+				if (url.pathname === '/orders-stripe') return answer(200, { object: 'list', url: '/v1/orders', has_more: false, data: listed(false) });
+				if (url.pathname === '/orders-error') return answer(200, { error: { type: 'rate_limit', message: 'too many lookups' } });
+				if (url.pathname === '/orders-html') {
+					res.writeHead(200, { 'Content-Type': 'text/html' });
+					return res.end('<html><body>Sign in</body></html>');
+				}
+				return answer(200, listed(false));
 			}
 			const mode = url.pathname.split('/')[2] ?? 'ok';
 			if (mode === 'reject422') return answer(422, { error: 'bad order' });
+			if (mode.startsWith('dedupe-')) {
+				// A remote that keeps the first answer under the Idempotency-Key (the IETF draft's
+				// semantics): a repeat is answered the stored result and commits nothing.
+				const stored = state.commits.find((c) => c.key === req.headers['idempotency-key']);
+				if (stored) return answer(201, { id: stored.id, number: stored.number, replayed: true });
+				const order = { id: `ord-${state.commits.length + 1}`, key: req.headers['idempotency-key'], number: 7, body: raw };
+				state.commits.push(order);
+				if (mode === 'dedupe-after500') return answer(500, { error: 'committed, then failed' });
+				return setTimeout(() => answer(201, order), 1500);
+			}
 			const firstTry = !state.requests.slice(0, -1).some((r) => r.headers['idempotency-key'] === req.headers['idempotency-key']);
 			if (mode === 'flaky500' && firstTry) return answer(500, { error: 'failed before committing' });
 			if (mode === 'slow') {
@@ -110,7 +131,14 @@ async function run(jobId, mode, extra = {}, items = [{ json: { order: 7 } }], ow
 }
 
 const committed = (jobId) => remote.state.commits.filter((c) => c.key?.includes(`:${jobId}:`)).length;
-const lookUpOptions = () => ({ lookUp: true, lookUpUrl: `${remote.url}/orders?key={operation_key}`, lookUpRemoteIdPath: 'id' });
+const lookUpOptions = (path = '/orders', extra = {}) => ({
+	lookUp: true,
+	lookUpUrl: `${remote.url}${path}?key={operation_key}`,
+	lookUpMatchField: 'key',
+	lookUpRemoteIdPath: 'id',
+	lookUpEmptyIsAbsent: true,
+	...extra,
+});
 
 describe('gated http request', () => {
 	test('sends_once_with_the_operation_key_and_a_rerun_is_done_before_with_the_receipt', async () => {
@@ -166,7 +194,7 @@ describe('gated http request', () => {
 
 	test('a_lookup_that_fails_proves_nothing_the_step_stays_unknown_and_the_next_run_looks_again', async () => {
 		const jobId = uniqueJob('gr-lookupdown');
-		const flaky = { ...lookUpOptions(), lookUpUrl: `${remote.url}/orders-flaky?key={operation_key}` };
+		const flaky = lookUpOptions('/orders-flaky');
 		await run(jobId, 'after500', flaky);
 		const [, , attention] = await run(jobId, 'after500', flaky);
 		assert.deepEqual([attention[0].durable.reason, attention[0].durable.state], ['lookup_failed', 'UNKNOWN']);
@@ -317,6 +345,62 @@ describe('gated http request', () => {
 		});
 		assert.equal(out[0][0].json.durable.waiting_for, 'approval');
 		assert.equal(out[0][0].json.durable.wait.execution_id, '88');
+	});
+
+	test('a_lookup_answer_proves_only_what_it_shows_by_shape', async () => {
+		// One unrelated order at the remote, so that an API that ignores the filter has something to answer.
+		await run(uniqueJob('gr-other'), 'ok');
+		const cases = [
+			// [lookup path, extra, mode of the write, the verdict, writes at the remote in the end]
+			['/orders-all', {}, 'flaky500', 'undecidable', 0], // filter ignored: another order is no proof
+			['/orders-all', {}, 'after500', 'found', 1],
+			['/orders-wrapped', {}, 'after500', 'found', 1],
+			['/orders-wrapped', {}, 'flaky500', 'absent', 1],
+			['/orders-stripe', {}, 'after500', 'found', 1],
+			['/orders-error', {}, 'after500', 'undecidable', 1],
+			['/orders-html', {}, 'after500', 'undecidable', 1],
+			['/orders', { lookUpEmptyIsAbsent: false }, 'flaky500', 'undecidable', 0], // empty, no declared filter
+			['/orders', { lookUpMatchField: 'number' , lookUpMatchValue: '8' }, 'after500', 'undecidable', 1],
+		];
+		for (const [path, extra, mode, verdict, writes] of cases) {
+			const jobId = uniqueJob(`gr-shape${path.replace(/\W/g, '')}`);
+			const options = lookUpOptions(path, extra);
+			await run(jobId, mode, options);
+			const [done, before, attention] = await run(jobId, mode, options);
+			const seen = [...done, ...before, ...attention][0].durable;
+			const label = `${path} ${JSON.stringify(extra)} ${mode}: ${JSON.stringify(seen.lookup)}`;
+			assert.equal(seen.lookup?.verdict, verdict, label);
+			if (verdict === 'found') assert.equal(before.length, 1, label);
+			if (verdict === 'undecidable') assert.deepEqual([done.length, before.length, seen.state], [0, 0, 'NEEDS_REVIEW'], label);
+			if (verdict === 'absent') assert.equal(done.length, 1, label);
+			assert.equal(committed(jobId), writes, label);
+		}
+	});
+
+	test('a_lookup_without_a_match_field_is_a_clear_error_and_nothing_is_begun', async () => {
+		const jobId = uniqueJob('gr-nomatch');
+		const before = remote.state.requests.length;
+		await assert.rejects(run(jobId, 'ok', lookUpOptions('/orders', { lookUpMatchField: '' })), /"Look Up Match Field" is empty/);
+		assert.equal(remote.state.requests.length, before);
+	});
+
+	test('a_remote_that_dedupes_settles_an_unknown_outcome_by_the_same_request_with_the_same_key', async () => {
+		for (const mode of ['dedupe-after500', 'dedupe-hang']) {
+			const jobId = uniqueJob(`gr-${mode}`);
+			const options = { remoteDedupes: true, gateOptions: { timeout: 500 } };
+			const [, , attention] = await run(jobId, mode, options);
+			assert.equal(attention[0].durable.state, 'UNKNOWN', mode);
+			if (mode === 'dedupe-hang') await new Promise((r) => setTimeout(r, 1500)); // past the request's timeout
+			const [done2, before2, attention2] = await run(jobId, mode, options);
+			assert.deepEqual([done2.length, before2.length, attention2.length], [0, 1, 0], JSON.stringify(attention2));
+			assert.equal(before2[0].durable.lookup.verdict, 'found');
+			assert.equal(before2[0].durable.remote_id, remote.state.commits.find((c) => c.key === attention[0].durable.operation_key).id);
+			assert.equal(committed(jobId), 1, `${mode}: one order`);
+		}
+		await assert.rejects(
+			run(uniqueJob('gr-dedupe-noheader'), 'ok', { remoteDedupes: true, gateOptions: { idempotencyHeader: '' } }),
+			/"Idempotency Header" is empty/,
+		);
 	});
 
 	test('a_bad_url_is_a_clear_error_and_nothing_is_begun', async () => {

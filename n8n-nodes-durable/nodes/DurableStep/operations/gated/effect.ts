@@ -51,6 +51,12 @@ export interface SideEffect {
 	 * request may be on its way (a second execution of the same order, started meanwhile).
 	 */
 	inFlightMs?: number;
+	/**
+	 * Whether `lookUp` sends the request again (a remote that dedupes by the idempotency header).
+	 * Not while an attempt may still be in flight: a remote that records the key only once it has
+	 * answered would take the resend for a new request.
+	 */
+	lookUpResends?: boolean;
 	perform(ctx: IExecuteFunctions, i: number, ticket: StepTicket): Promise<Performed>;
 	lookUp?: (ctx: IExecuteFunctions, i: number, ticket: StepTicket) => Promise<LookUpVerdict>;
 }

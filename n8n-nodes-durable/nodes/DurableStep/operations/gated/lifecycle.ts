@@ -100,6 +100,12 @@ async function verdictOf(
 	}
 }
 
+/** The attempt may still land: nothing is decided or sent now, the next run asks again. */
+function inFlight(item: INodeExecutionData, prepared: GatedPrepared, operation: IDataObject, waitMs: number): StepResult {
+	const explanation = `${explainOwn('in_flight_lookup')} (it may land for another ${Math.ceil(waitMs / 1000)} s)`;
+	return attention(item, prepared.req, 'reconcile', 'in_flight_lookup', explanation, operation);
+}
+
 /**
  * The built-in Look Up: the same verdict Report Lookup would send, for the attempt the ledger
  * asked about. Answered like begin: found -> Already Done, absent -> a new attempt is dispatched
@@ -113,6 +119,9 @@ async function lookUpAndReport(
 	durable: IDataObject,
 ): Promise<StepResult> {
 	const ticket = ticketOf(prepared, durable);
+	const current = (durable.operation as IDataObject) ?? {};
+	const early = prepared.effect.lookUpResends ? stillInFlightMs(prepared, current) : 0;
+	if (early > 0) return inFlight(item, prepared, current, early);
 	const verdict = await verdictOf(ctx, i, prepared, ticket);
 	if ('failed' in verdict) {
 		// Not reported: "undecidable" would send the step to review for good, although the next
@@ -127,13 +136,11 @@ async function lookUpAndReport(
 			(durable.operation as IDataObject) ?? undefined,
 		);
 	}
-	const current = (durable.operation as IDataObject) ?? {};
 	const wait = verdict.result === 'absent' ? stillInFlightMs(prepared, current) : 0;
 	if (wait > 0) {
 		// Absent now is no proof: another execution sent this attempt moments ago and its request
 		// may still land (the same order triggered twice). Not reported; the next run looks again.
-		const explanation = `${explainOwn('in_flight_lookup')} (it may land for another ${Math.ceil(wait / 1000)} s)`;
-		return attention(item, prepared.req, 'reconcile', 'in_flight_lookup', explanation, current);
+		return inFlight(item, prepared, current, wait);
 	}
 	const body: IDataObject = {
 		fencing_token: ticket.fencing_token,

@@ -112,16 +112,27 @@ const requestFields: INodeProperties[] = [
 	nameValues('Form Body', 'formBody', { bodyType: ['form'] }),
 ];
 
-/** The built-in lookup for an unknown outcome. */
+const lookUpOnly = only({ remoteDedupes: [false], lookUp: [true] });
+
+/** How an unknown outcome is settled: by the remote's own dedupe, or a lookup that must prove it. */
 const lookUpFields: INodeProperties[] = [
+	{
+		displayName: 'Remote Dedupes by Idempotency Header',
+		name: 'remoteDedupes',
+		type: 'boolean',
+		default: false,
+		description:
+			"Whether the remote keeps the first answer under the Idempotency Header's key and answers it again to a repeat (Stripe, Adyen, Square... see docs/builders.md for how to check an API). On: an attempt whose outcome is unknown (timeout, crash, 5xx) is settled by sending the same request with the same key and reading the answer; no lookup and no review. Off for any API not known to do so.",
+		displayOptions: show('gatedRequest'),
+	},
 	{
 		displayName: 'Look Up Unknown Outcomes',
 		name: 'lookUp',
 		type: 'boolean',
 		default: false,
 		description:
-			'Whether to ask the remote when an earlier attempt has no known outcome (timeout, crash): a GET that finds the object by its operation key or a business field. Off: such steps go to Needs Attention and the review queue.',
-		displayOptions: show('gatedRequest'),
+			'Whether to ask the remote when an earlier attempt has no known outcome (timeout, crash): a GET whose answer must show the object carrying the step\'s key. Off: such steps go to Needs Attention and the review queue.',
+		displayOptions: only({ remoteDedupes: [false] }),
 	},
 	{
 		displayName: 'Look Up URL',
@@ -131,16 +142,53 @@ const lookUpFields: INodeProperties[] = [
 		required: true,
 		placeholder: 'https://api.example.com/orders?idempotency_key={operation_key}',
 		description:
-			'GET URL that answers the object the request created. {operation_key} is replaced by the step\'s key (URL-encoded). Found: a 2xx answer (or the first element of an array answer) that has the Look Up ID Path. Absent: 404, an empty array, or an answer without it. Anything else: undecidable (review).',
-		displayOptions: only({ lookUp: [true] }),
+			"GET URL that answers the object the request created. {operation_key} is replaced by the step's key (URL-encoded). Found: an object in the answer (the answer itself, a list, or a list in data / results / items) whose Look Up Match Field equals Look Up Match Value. Absent: 404, or an empty list when Empty Answer Proves Absence is on. Anything else is undecidable (review, with the answer kept); another status or no answer: asked again on the next run.",
+		displayOptions: lookUpOnly,
+	},
+	{
+		displayName: 'Look Up Match Field',
+		name: 'lookUpMatchField',
+		type: 'string',
+		default: '',
+		required: true,
+		placeholder: 'metadata.op_key',
+		description:
+			"Dot path, in each object of the lookup's answer, of the field that holds the step's key (the request must store it there: in the body, or as the remote records the Idempotency Header). An object counts as found only when it matches, so an API that ignores the filter and answers other objects never passes for this step's.",
+		displayOptions: lookUpOnly,
+	},
+	{
+		displayName: 'Look Up Match Value',
+		name: 'lookUpMatchValue',
+		type: 'string',
+		default: '{operation_key}',
+		description: "The value the Match Field must have: {operation_key} (the step's key), or a business field's value from an expression (an order number).",
+		displayOptions: lookUpOnly,
 	},
 	{
 		displayName: 'Look Up ID Path',
 		name: 'lookUpRemoteIdPath',
 		type: 'string',
 		default: '',
-		description: 'Dot path to the object\'s ID in the lookup\'s answer. Empty: the Remote ID Path.',
-		displayOptions: only({ lookUp: [true] }),
+		description: "Dot path to the ID in the matching object. Empty: the Remote ID Path.",
+		displayOptions: lookUpOnly,
+	},
+	{
+		displayName: 'Look Up List Path',
+		name: 'lookUpListPath',
+		type: 'string',
+		default: '',
+		placeholder: 'data',
+		description: 'Dot path to the list in a wrapped answer. Empty: the answer itself, or its data, results or items list.',
+		displayOptions: lookUpOnly,
+	},
+	{
+		displayName: 'Empty Answer Proves Absence',
+		name: 'lookUpEmptyIsAbsent',
+		type: 'boolean',
+		default: false,
+		description:
+			'Whether an empty list proves nothing was written: on only when the Look Up URL selects by the key and the API is known to honour that filter and to list a write as soon as it is answered. Off: an empty list is undecidable; only a 404 proves absence.',
+		displayOptions: lookUpOnly,
 	},
 ];
 
