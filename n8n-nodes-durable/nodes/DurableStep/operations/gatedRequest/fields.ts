@@ -161,7 +161,7 @@ const lookUpFields: INodeProperties[] = [
 		name: 'lookUpMatchValue',
 		type: 'string',
 		default: '{operation_key}',
-		description: "The value the Match Field must have: {operation_key} (the step's key), or a business field's value from an expression (an order number).",
+		description: "The value the Match Field must have: {operation_key} (the step's key), or a business field's value from an expression (an order number)",
 		displayOptions: lookUpOnly,
 	},
 	{
