@@ -46,6 +46,7 @@ def _gated(remote_url: str) -> dict:
         "operation": "gatedRequest", "action": "create_order", "method": "POST", "url": f"{remote_url}/orders",
         "bodyType": "json", "jsonBody": f"={{{{ {{ order_id: {ORDER_ID} }} }}}}",
         "lookUp": True, "lookUpUrl": f"{remote_url}/orders/by-key/{{operation_key}}",
+        "lookUpMatchField": "idempotency_key",
         "gateOptions": {"timeout": TIMEOUT_MS}}, version=GATED_VERSION)
 
 

@@ -2,7 +2,7 @@
 at the remote, never from what n8n or the ledger say.
 
     POST /orders {"order_id", ...}        a write: committed (counted) first, then answered
-    GET  /orders/by-key/<Idempotency-Key> the order written with that key: 200 {"id"} or 404
+    GET  /orders/by-key/<Idempotency-Key> the order written with that key: 200 {"id", "idempotency_key"} or 404
 
 How the n-th write of an order is answered is planned per order id (`plan`), so one server
 serves every scenario of a module at once:
@@ -150,7 +150,7 @@ class RecordingRemote:
             return self._answer(h, 500, {"error": "lookup unavailable"})
         if remote_id is None:
             return self._answer(h, 404, {"error": "not found"})
-        return self._answer(h, 200, {"id": remote_id, "order_id": order_id})
+        return self._answer(h, 200, {"id": remote_id, "order_id": order_id, "idempotency_key": key})
 
     @staticmethod
     def _answer(h, status: int, doc: dict):
