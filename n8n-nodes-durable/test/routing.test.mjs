@@ -79,8 +79,8 @@ describe('outputs', () => {
 		assert.deepEqual(names({ operation: 'recordOutcome' }, 1), ['Proceed', 'Done Before', 'Attention']);
 		assert.deepEqual(names({}, V), ['Proceed', 'Done Before', 'Attention']); // operation's default
 		const d = new DurableStep().description;
-		assert.deepEqual(d.version, [1, 1.1, 1.2]);
-		assert.equal(d.defaultVersion, 1.2);
+		assert.deepEqual(d.version, [1, 1.1, 1.2, 1.3]);
+		assert.equal(d.defaultVersion, 1.3);
 		assert.equal(d.outputs, OUTPUTS_EXPRESSION);
 		// The expression n8n evaluates is the same function, self-contained.
 		const body = OUTPUTS_EXPRESSION.slice(3, -2);
@@ -167,6 +167,11 @@ describe('look up', () => {
 		await assert.rejects(run(lookupParams(key, token, 1, 'maybe')), /"Result" must be found, absent or undecidable/);
 		await assert.rejects(run(lookupParams(key, token, '', 'absent')), /"Attempt" must be a positive integer/);
 		await assert.rejects(run(lookupParams(key, token, 1, 'found'), [{ json: {} }]), /"Remote ID" is empty/);
+		// From 1.3 a Result left at its default is no verdict (before, the default was Found).
+		await assert.rejects(run(lookupParams(key, token, 1, undefined)), /"Result" must be found, absent or undecidable, got ""/);
+		const results = new DurableStep().description.properties.filter((p) => p.name === 'lookupResult');
+		const at = (v) => results.find((p) => p.displayOptions.show['@version'][0]._cnd[v]);
+		assert.deepEqual([at('lt').default, at('gte').default], ['found', '']);
 	});
 
 	test('report_with_a_stale_token_goes_to_needs_attention', async () => {

@@ -12,14 +12,16 @@ export class DurableStep implements INodeType {
 		name: 'durableStep',
 		icon: { light: 'file:../../icons/durable.svg', dark: 'file:../../icons/durable.dark.svg' },
 		group: ['transform'],
+		// 1.3: Report Lookup's Result has no default (it was Found: a node left at its defaults
+		// reported every lookup as found).
 		// 1.2: Needs Attention fails the execution unless routed to an output; Begin Step's Payload
 		// defaults to the input item without the fields Durable Step put there (attention.ts,
 		// beginStep/payload.ts). n8n does not save parameters equal to their default, so changed
 		// defaults need a new version: workflows saved with 1 or 1.1 keep their behaviour.
 		// 1.1: Record Outcome routes Done / Needs Attention, Report Lookup, one output for the other
 		// operations. 1 keeps its three fixed outputs (Record Outcome answers everything on the first).
-		version: [1, 1.1, 1.2],
-		defaultVersion: 1.2,
+		version: [1, 1.1, 1.2, 1.3],
+		defaultVersion: 1.3,
 		subtitle: SUBTITLE,
 		description: 'Run side effects exactly once: gate, record, checkpoint and reconcile them in the Durable Steps ledger',
 		defaults: {

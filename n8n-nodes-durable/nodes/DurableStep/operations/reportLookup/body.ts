@@ -24,7 +24,7 @@ function resultParam(ctx: IExecuteFunctions, i: number): string {
 		throw new NodeOperationError(ctx.getNode(), `"Result" must be found, absent or undecidable, got ${JSON.stringify(result)}`, {
 			itemIndex: i,
 			description:
-				'For example {{ $json.id ? "found" : "absent" }} after a lookup that returns the object or an empty item. Say "absent" only when the lookup proves nothing was written (docs/builders.md).',
+				'For example {{ $json.op_key === $(\'Begin Step\').item.json.durable.operation_key ? "found" : "undecidable" }}: found only when the object the lookup returned carries this step\'s key; "absent" only when the lookup proves nothing was written (docs/builders.md).',
 		});
 	}
 	return result;
