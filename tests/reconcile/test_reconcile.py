@@ -52,6 +52,24 @@ def test_reconcile_crash_before_send_dispatches_once_more(stack):
     print(f"\n[count] crash before send: posts for {job}: 1 (attempt 2)")
 
 
+def test_reconcile_plain_site_no_title_match_is_not_proof(stack):
+    """Without the plugin an empty title search proves nothing (issue 35): an editor decides, and the
+    review item says who was asked and what it answered; nothing is dispatched."""
+    uid = _uid()
+    job, title = f"plain-none-{uid}", f"Plain none {uid}"
+    key, _ = crash_at(stack, job, "plain", title, "before_send")
+
+    out = resume(stack, job, "plain", title)
+
+    assert (out["decision"], out["reconciliation"]["verdict"]) == ("needs_review", "undecidable"), out
+    assert stack.drafts_titled("plain", title) == []  # nothing dispatched
+    item = stack.review_item(key)
+    assert item["candidates"] == [] and item["checked"]["asked"] is True
+    assert item["checked"]["text"].startswith(
+        "Asked WordPress site 'plain' through the publishing proxy, by title (no durable-ops plugin).")
+    assert "does not prove nothing was written" in item["checked"]["text"]
+
+
 def test_reconcile_proxy_down_keeps_unknown_and_records_the_error(stack):
     uid = _uid()
     job, title = f"proxy-down-{uid}", f"Proxy down {uid}"

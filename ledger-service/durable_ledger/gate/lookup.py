@@ -64,8 +64,9 @@ def report_lookup(principal, key, fencing_token, attempt, result, remote_id=None
     if not isinstance(verdict, Found) and attempts.owner_receipts(op):
         # The attempt's own execution reported a remote id after it was fenced out: "absent" from
         # a lookup does not outvote it (a retry would write twice); an editor sees the id.
-        verdict = Undecidable({**verdict.evidence, "detail": "the lookup did not find the object the attempt's "
-                                                             "own execution reported (kept receipt)"})
+        verdict = Undecidable({**verdict.evidence, "reported": result,  # the caller's word, kept as evidence
+                               "detail": "the lookup did not find the object the attempt's "
+                                         "own execution reported (kept receipt)"})
     outcome = "not_in_flight"
     if op.state in S.IN_FLIGHT and op.attempt == attempt:
         def fenced():

@@ -17,6 +17,7 @@ from ..store import jobs as job_rows
 from ..store import operations as op_rows
 from ..store.audit import REFUSAL_PREFIX
 from . import budgets
+from .evidence import asked_of
 from .jobs import get_job_and_lease
 from .serialize import iso, lease_dict
 
@@ -38,10 +39,16 @@ def _event_text(ev, action):
                f"{ev.to_state}", "warn"
     if "reconciled" in d and d.get("source") == "caller_lookup":
         return f"reported by {ev.actor} via lookup-result: {d['reconciled']} → {ev.to_state}", "reported"
+    if "reconciled" in d and d.get("not_asked"):
+        return f"the remote system was not asked: {d.get('detail')} → {ev.to_state}", "reconcile"
     if "reconciled" in d:
-        return f"reconciled with the remote system: {d['reconciled']} → {ev.to_state}", "reconcile"
+        of = asked_of(d)
+        asked = f" (asked {of}" + (f": HTTP {d['status']}" if isinstance(d.get("status"), int) else "") + ")"
+        return f"reconciled with the remote system: {d.get('verdict') or d['reconciled']} → {ev.to_state}" \
+               f"{asked if of else ''}", "reconcile"
     if "reconcile_error" in d:
-        return "reconciliation could not ask the remote system; state unchanged", "reconcile"
+        return f"reconciliation could not ask the remote system ({d['reconcile_error']}); state unchanged", \
+            "reconcile"
     if "review" in d:
         return f"reviewed by an editor: {d['review']} → {ev.to_state}", "review"
     if ev.to_state == S.PREPARED:

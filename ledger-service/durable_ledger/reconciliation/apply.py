@@ -108,6 +108,7 @@ def verdict_transition(verdict):
     if isinstance(verdict, Found):
         return S.CONFIRMED, {"remote_id": verdict.remote_id, "receipt": verdict.receipt, "evidence": evidence}
     if isinstance(verdict, Absent) and verdict.definitive:
+        evidence["verdict"] = verdict.kind  # what was answered, for the timeline and the review item
         return S.FAILED, {"retryable": True, "evidence": evidence,
                           "last_error": {"kind": "absent", "reconciled": True, "detail": evidence.get("detail")}}
     evidence["candidates"] = list(getattr(verdict, "candidates", []) or [])

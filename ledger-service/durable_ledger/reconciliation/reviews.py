@@ -9,6 +9,7 @@ editor saw, so a late confirm from the original run is never overwritten.
 import time
 
 from .. import store
+from ..jobs import evidence as said
 from ..jobs.operations import get_operation
 from ..jobs.serialize import iso
 from ..kernel import states as S
@@ -24,9 +25,16 @@ QUEUE_STATES = (S.UNKNOWN, S.NEEDS_REVIEW)
 
 
 def _item(op, job_id):
-    """What an editor sees; stored evidence goes through ``redact`` (see jobs/serialize.py)."""
+    """What an editor sees; stored evidence goes through ``redact`` (see jobs/serialize.py).
+
+    ``checked`` says what was asked, of whom, and what it answered, or "not checked" (issue 35);
+    ``retry`` what allowing a retry does and what is known against it."""
     evidence = redact(op.evidence or {})
     reported = evidence.get("source") == "caller_lookup"
+    reconciler = registry.find(op.action, op.target)
+    kind = registry.action_kind(op.action, op.target)
+    checked = said.checked(evidence, kind, reconciler is not None)
+    candidates = _candidates(evidence.get("candidates") or [], op)
     return {
         "operation_key": op.operation_key,
         "job_id": job_id,
@@ -40,14 +48,34 @@ def _item(op, job_id):
         "last_error": redact(op.last_error),
         "reconcile_attempts": op.reconcile_attempts,
         "evidence": {k: v for k, v in evidence.items() if k != "candidates"},
-        "candidates": _candidates(evidence.get("candidates") or [], op),
+        "candidates": candidates,
+        "checked": checked,
+        "retry": _retry(op, checked, candidates),
         "reported_by": (evidence.get("reported_by") or "a runner") if reported else None,
         "updated_at": iso(op.updated_at),
         # What "confirm" checks: the remote id is looked up through the reconciler, or (none for
         # this kind) it is recorded as entered, and the form says so.
-        "verifiable": registry.find(op.action, op.target) is not None,
-        "kind": registry.action_kind(op.action, op.target),
+        "verifiable": reconciler is not None and getattr(reconciler, "verifies", True),
+        "has_reconciler": reconciler is not None,
+        "kind": kind,
     }
+
+
+def _retry(op, checked, candidates):
+    """What "allow a retry" does, and what is known against it, in words."""
+    against = [said.error_text(redact(op.last_error)),
+               f"it was sent {op.attempt} time{'' if op.attempt == 1 else 's'}",
+               f"{checked['of']} answered: {checked['answer']}" if checked["asked"] else "no lookup was made"]
+    if candidates:
+        against.append(f"{len(candidates)} candidate object{'' if len(candidates) == 1 else 's'} listed")
+    if op.attempt < op.max_attempts:
+        does = (f"Allowing a retry sends the request again: the next run dispatches attempt {op.attempt + 1} "
+                f"of {op.max_attempts}.")
+    else:
+        does = (f"Allowing a retry marks it failed; all {op.max_attempts} attempts are used, so the next run halts "
+                f"(retry_budget_exhausted) instead of sending it again.")
+    return {"does": does, "against": against,
+            "text": f"{does} Known against it: {'; '.join(against)}."}
 
 
 def _candidates(found, op):
