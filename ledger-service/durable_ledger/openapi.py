@@ -23,6 +23,8 @@ ERROR_STATUSES = {
     "409": "Conflict with the stored state (`lease_held`, `stale_fencing_token`, `invalid_transition`, ...)",
     "413": "Body or artifact larger than the configured limit (`payload_too_large`, `artifact_quota_exceeded`)",
     "422": "Invalid values (`validation_error`, `invalid_value`, `digest_mismatch`, `secret_in_checkpoint`, ...)",
+    "503": "The ledger's database cannot be used right now (`database_unavailable`): whether the call took effect "
+           "is unknown; send it again (same key) once /health answers ok",
 }
 # Path parameters as the routes accept them (limits.id_problem is the full grammar).
 PARAMS = {
@@ -127,7 +129,8 @@ def _responses(method, path):
     for status, text in ERROR_STATUSES.items():
         out[status] = {"description": text, "content": {"application/json": {"schema": ERROR}}}
     if path == "/health":
-        out["503"] = {"description": "The database is unreachable", "content": {"application/json": {"schema": JSON_OBJECT}}}
+        out["503"] = {"description": "The database is unreachable (`database: unreachable`, with the error fields)",
+                      "content": {"application/json": {"schema": JSON_OBJECT}}}
     return out
 
 

@@ -1,5 +1,6 @@
 """Health, metrics and the OpenAPI document."""
 
+import logging
 import time
 
 from flask import Blueprint, Response, jsonify, request
@@ -8,9 +9,12 @@ from . import __version__, store
 from .auth import authenticate, bearer_from_header
 from .jobs import report
 from .openapi import ROUTES, spec_dict
+from .store.db import InterfaceError, OperationalError
 from .web.context import config, principal
+from .web.errors import INTERNAL_ERROR, recent_database_error, unavailable_answer
 
 bp = Blueprint("service", __name__)
+bp_log = logging.getLogger("durable_ledger")
 _started = time.time()
 
 # What a token of each role is for, in the words the n8n credential test and the CLI show.
@@ -33,20 +37,41 @@ def allowed_routes(role):
     return out
 
 
+def _health_body():
+    return {"status": "ok", "version": __version__, "uptime_s": round(time.time() - _started, 1)}
+
+
 @bp.get("/health")
 def health():
-    body = {"status": "ok", "version": __version__, "uptime_s": round(time.time() - _started, 1)}
-    try:
-        store.ping()
-        body["database"] = "ok"
-    except Exception as exc:  # noqa: BLE001 - report any driver failure as unhealthy
-        body.update(status="unavailable", database="error", error=type(exc).__name__)
-        return jsonify(body), 503
+    """200 with ``database: ok`` after one round trip to the database; 503 while it cannot be
+    used (see `_database_down`), and ok again as soon as it can: no restart in between."""
+    body = _health_body()
+    store.ping()  # a driver error goes to _database_down, as one opening the connection does
+    body["database"] = "ok"
+    recent = recent_database_error()
+    if recent is not None:  # reachable now, but a call failed on it lately (a full disk, a lock)
+        body["last_database_error"] = recent
     raw = bearer_from_header(request.headers.get("Authorization"))
     if raw is not None or request.headers.get("Authorization"):
         who = authenticate(raw, config().token_cache_ttl_s)  # 401 if the token is wrong
         body.update(tenant=who.tenant, role=who.role)
     return jsonify(body)
+
+
+@bp.errorhandler(OperationalError)
+@bp.errorhandler(InterfaceError)
+def _database_down(exc):
+    """The database failing on this blueprint's routes, also before the view ran (the request's
+    connection could not be opened): the 503 error answer, and for /health its fields besides
+    (``status: unavailable``, ``database: unreachable``), so that a probe reading either sees it."""
+    answer = unavailable_answer(exc, request.method, request.path)
+    if answer is None:  # a driver error that is a bug, not an outage
+        bp_log.exception("Exception on %s [%s]", request.path, request.method)
+        return jsonify(INTERNAL_ERROR), 500
+    status, error = answer
+    if request.endpoint == "service.health":
+        return jsonify({**_health_body(), "status": "unavailable", "database": "unreachable", **error}), status
+    return jsonify(error), status
 
 
 @bp.get("/v1/whoami")

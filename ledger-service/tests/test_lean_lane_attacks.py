@@ -61,8 +61,8 @@ def test_lean_refuses_contradictory_scheme_headers(database, tmp_path):
 
 
 def test_lean_answers_when_the_database_cannot_be_opened(tmp_path):
-    """A thread that has no database connection yet and cannot open one answers Flask's 500
-    internal_error in the error shape (it used to log the exception and close the connection
+    """A thread that has no database connection yet and cannot open one answers Flask's 503
+    database_unavailable in the error shape (it used to log the exception and close the connection
     unanswered); a thread that already holds its connection answers as usual. Which thread takes
     which request is the pool's choice, so each answer is checked, not their mix."""
     folder = tmp_path / "db"
@@ -80,6 +80,6 @@ def test_lean_answers_when_the_database_cannot_be_opened(tmp_path):
         shutil.rmtree(f"{folder}-gone")
     assert len(answers) == 3
     for head, body, closed in answers:
-        assert not closed and head[0] in (b"HTTP/1.1 500 INTERNAL SERVER ERROR", b"HTTP/1.1 404 NOT FOUND"), head
+        assert not closed and head[0] in (b"HTTP/1.1 503 SERVICE UNAVAILABLE", b"HTTP/1.1 404 NOT FOUND"), head
         code = json.loads(body)["error"]["code"]
-        assert code == ("internal_error" if head[0].endswith(b"ERROR") else "operation_not_found"), body
+        assert code == ("database_unavailable" if head[0].endswith(b"UNAVAILABLE") else "operation_not_found"), body

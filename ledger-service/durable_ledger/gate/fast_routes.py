@@ -26,7 +26,7 @@ from ..store.audit import record_refusal
 from ..store.db import DataError, open_request_connection, release_request_connection
 from ..web import tracing
 from ..kernel.errors import COUNTED_REFUSALS
-from ..web.errors import INTERNAL_ERROR, bounded
+from ..web.errors import INTERNAL_ERROR, bounded, unavailable_answer
 from . import fast_bodies
 from . import outcomes as ops
 from . import replies, routes
@@ -150,7 +150,7 @@ class FastGate:
         ``header(environ key)``: the request header's value or None."""
         who = None
         try:
-            # Inside the try: a database that cannot be reached is Flask's 500 answer here too.
+            # Inside the try: a database that cannot be reached is Flask's 503 answer here too.
             open_request_connection()
             n8n_context.set_execution(header("HTTP_X_N8N_EXECUTION_ID"), header("HTTP_X_N8N_WORKFLOW_ID"))
             who = authenticate(bearer_from_header(header("HTTP_AUTHORIZATION")), cfg.token_cache_ttl_s)
@@ -161,7 +161,11 @@ class FastGate:
             log.warning("database refused a value on POST %s: %s", path, type(exc).__name__)
             return 422, InvalidValue("a value does not fit the database column it is stored in",
                                      {"driver_error": type(exc).__name__}).to_dict()
-        except Exception:
+        except Exception as exc:
+            # The database failing (down, the link cut, disk full, locked): Flask's 503 answer.
+            unavailable = unavailable_answer(exc, "POST", path)
+            if unavailable is not None:
+                return unavailable
             if self.app.config.get("PROPAGATE_EXCEPTIONS") or self.app.testing or self.app.debug:
                 raise
             log.exception("Exception on %s [POST]", path)

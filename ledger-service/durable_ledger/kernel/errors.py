@@ -277,6 +277,14 @@ class SiteNotFound(NotFound):
     code = "site_not_found"
 
 
+class DatabaseUnavailable(LedgerError):
+    """The ledger's own database could not be used (down, unreachable, out of space, locked past
+    the busy timeout). Whether a write of this call landed is unknown: call again with the same
+    key once the database is back; the step's row says what happened."""
+
+    code, http_status = "database_unavailable", 503
+
+
 class WordPressUnavailable(LedgerError):
     """WordPress could not be reached or answered a lookup with an error."""
 

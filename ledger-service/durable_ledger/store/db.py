@@ -19,8 +19,8 @@ from playhouse.pool import PooledDatabase, PooledPostgresqlDatabase
 # peewee: a unique index refusing a concurrent insert (the caller reads the winner's row), a
 # value the database refuses, and a connection that is gone.
 __all__ = ["DataError", "IntegrityError", "InterfaceError", "OperationalError", "bind_request_lifecycle", "close_all", "db",
-           "init_database", "is_pooled", "is_sqlite", "open_request_connection", "release_request_connection",
-           "write_txn"]
+           "database_unavailable", "init_database", "is_pooled", "is_sqlite", "open_request_connection",
+           "release_request_connection", "write_txn"]
 
 db = DatabaseProxy()
 _bound_url = None
@@ -68,6 +68,7 @@ def init_database(url):
 # served on a fresh one. Clients retry a failed request; a gate call is idempotent by its key.
 _PROBE_AFTER_S = 2.0
 _checked_in = weakref.WeakKeyDictionary()
+_TXN_UNKNOWN = 4  # psycopg2.extensions.TRANSACTION_STATUS_UNKNOWN: the connection to the server is lost
 
 
 class _Pool(PooledPostgresqlDatabase):
@@ -80,7 +81,13 @@ class _Pool(PooledPostgresqlDatabase):
         return super()._is_closed(conn)
 
     def _close(self, conn, close_conn=False):
-        _checked_in[conn] = time.monotonic()
+        if conn.closed or conn.info.transaction_status == _TXN_UNKNOWN:
+            # This connection broke (PostgreSQL restarted, was killed, or the link was cut): the
+            # pool discards it. The others checked in within _PROBE_AFTER_S most likely broke with
+            # it; each would fail one request unprobed, so every one is probed at its next check-out.
+            _checked_in.clear()
+        else:
+            _checked_in[conn] = time.monotonic()
         super()._close(conn, close_conn)
 
 
@@ -134,6 +141,34 @@ def write_txn():
     if is_sqlite():
         return db.atomic("IMMEDIATE")
     return db.atomic()
+
+
+# SQLite's result codes for a database that cannot be used right now (locked past the busy
+# timeout, disk full or failing, file gone), as opposed to an OperationalError that is a bug in
+# the SQL (no such table / column, a syntax error), which stays a 500.
+_SQLITE_UNAVAILABLE = ("SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_FULL", "SQLITE_IOERR", "SQLITE_CANTOPEN",
+                       "SQLITE_READONLY", "SQLITE_PROTOCOL")
+_SQLITE_UNAVAILABLE_TEXT = ("database is locked", "database table is locked", "database or disk is full",
+                            "disk i/o error", "unable to open database file", "attempt to write a readonly database")
+
+
+def database_unavailable(exc):
+    """A short description (the driver's class and, for SQLite, its result code) if ``exc`` says the
+    database cannot be used right now, else None. On PostgreSQL every OperationalError and
+    InterfaceError is one: psycopg2 raises them for a connection refused, lost or closed, the
+    server shutting down or crashing, a full disk (SQLSTATE class 08, 53, 57, 58); SQL mistakes are
+    ProgrammingError there. SQLite raises OperationalError for SQL mistakes too, so its result
+    code decides."""
+    if not isinstance(exc, (OperationalError, InterfaceError)):
+        return None
+    cause = getattr(exc, "orig", None) or exc  # peewee keeps the driver's exception as .orig
+    if not is_sqlite():
+        return type(cause).__name__
+    name = getattr(cause, "sqlite_errorname", "") or ""
+    text = str(cause).lower()
+    if name.startswith(_SQLITE_UNAVAILABLE) or any(t in text for t in _SQLITE_UNAVAILABLE_TEXT):
+        return f"{type(cause).__name__} {name}".strip()
+    return None
 
 
 def is_pooled(database):

@@ -112,9 +112,10 @@ _prepared_on = weakref.WeakSet()
 def _execute(name, params):
     conn = db.connection()
     if conn not in _prepared_on:
-        cur = conn.cursor()
+        # Through execute_sql, not the driver's cursor: a connection PostgreSQL dropped fails here
+        # first, and only peewee's wrapped error is the database_unavailable answer (web/errors.py).
         for statement, (sql, _n) in _PREPARED.items():
-            cur.execute(f"PREPARE {statement} AS {sql}")
+            db.execute_sql(f"PREPARE {statement} AS {sql}")
         _prepared_on.add(conn)
     return db.execute_sql(f"EXECUTE {name}(" + ", ".join(["%s"] * _PREPARED[name][1]) + ")", params)
 
