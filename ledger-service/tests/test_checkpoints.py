@@ -83,10 +83,10 @@ def test_only_approvers_set_approval_status(token, runner):
 @pytest.mark.parametrize("body", [
     {"remote": {"api_key": "abc123"}},
     {"remote": {"wp": {"app_password": "x"}}},
-    {"remote": {"note": "use sk-abcdefghijklmnopqrstuv"}},
+    {"remote": {"note": "use sk-abcdefghij0123456789Kl"}},
     {"remote": {"header": "Bearer eyJhbGciOiJIUzI1NiJ9.payload"}},
     {"artifacts": [{"role": "x", "uri": "https://user:hunter2@example.test/a", "sha256": SHA}]},
-    {"remote": {"pw": "abcd EFGH ijkl MNOP qrst UVWX"}},
+    {"remote": {"pw": "Xk3p 9QmZ r7Tw Lb2N hY8c Dv4s"}},
     {"next_allowed_actions": ["Authorization: Basic dXNlcjpwYXNzd29yZA=="]},
 ])
 def test_secrets_are_refused(token, runner, body):
