@@ -7,6 +7,12 @@ the business id (`order_id`, also the ledger's job id):
     gated   Webhook -> Start Job -> Create Order (Durable Step 1.2, Gated HTTP Request with its
                                                   built-in Look Up on the remote's by-key route)
 
+and, for a remote that dedupes by the Idempotency-Key header (remote.py, dedupe=True):
+
+    gated-bare    the same gated workflow without Look Up (an unknown outcome goes to review)
+    gated-dedupe  the same with Remote Dedupes by Idempotency Header on (an unknown outcome is
+                  settled by sending the request again with the same key), no Look Up
+
 `Create Order` is the side effect in every variant: Retry On Fail is set on it when asked.
 """
 from __future__ import annotations
@@ -16,6 +22,7 @@ import uuid
 from pipeline_stack import CRED_LEDGER
 
 VARIANTS = ("plain", "begin", "gated")
+DEDUPE_VARIANTS = ("gated-bare", "gated-dedupe")
 DURABLE = "n8n-nodes-durable.durableStep"
 GATED_VERSION = 1.2  # the Gated HTTP Request is an operation of node 1.2 (no new version)
 TIMEOUT_MS = 5000  # the side effect's client timeout; the remote's "slow" answer comes after 7 s (a kill
@@ -41,13 +48,18 @@ def _http(remote_url: str, idempotency_key: str | None, error_output: bool) -> d
     return node
 
 
-def _gated(remote_url: str) -> dict:
-    return _durable("Create Order", {
+def _gated(remote_url: str, settle: str = "lookUp") -> dict:
+    """settle: "lookUp" (the remote's by-key route), "dedupe" (resend with the same key) or "none"."""
+    parameters = {
         "operation": "gatedRequest", "action": "create_order", "method": "POST", "url": f"{remote_url}/orders",
         "bodyType": "json", "jsonBody": f"={{{{ {{ order_id: {ORDER_ID} }} }}}}",
-        "lookUp": True, "lookUpUrl": f"{remote_url}/orders/by-key/{{operation_key}}",
-        "lookUpMatchField": "idempotency_key",
-        "gateOptions": {"timeout": TIMEOUT_MS}}, version=GATED_VERSION)
+        "gateOptions": {"timeout": TIMEOUT_MS}}
+    if settle == "lookUp":
+        parameters.update(lookUp=True, lookUpUrl=f"{remote_url}/orders/by-key/{{operation_key}}",
+                          lookUpMatchField="idempotency_key")
+    elif settle == "dedupe":
+        parameters.update(remoteDedupes=True)
+    return _durable("Create Order", parameters, version=GATED_VERSION)
 
 
 def workflow(variant: str, wf_id: str, path: str, remote_url: str, *, retry_on_fail: bool = False,
@@ -62,8 +74,9 @@ def workflow(variant: str, wf_id: str, path: str, remote_url: str, *, retry_on_f
                  _http(remote_url, "={{ $json.durable.operation_key }}", True),
                  _durable("Record Outcome", {"operation": "recordOutcome"})]
         chain = ["Webhook", "Start Job", "Begin Step", "Create Order", "Record Outcome"]
-    elif variant == "gated":
-        nodes, chain = [webhook, start, _gated(remote_url)], ["Webhook", "Start Job", "Create Order"]
+    elif variant in ("gated", "gated-bare", "gated-dedupe"):
+        settle = {"gated": "lookUp", "gated-bare": "none", "gated-dedupe": "dedupe"}[variant]
+        nodes, chain = [webhook, start, _gated(remote_url, settle)], ["Webhook", "Start Job", "Create Order"]
     else:
         raise ValueError(variant)
     side_effect = next(n for n in nodes if n["name"] == "Create Order")

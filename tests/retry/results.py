@@ -1,6 +1,7 @@
 """One machine-readable line per scenario and variant (`DURABLE_RETRY_SUITE {json}`), collected in
-a JSON file across the suite's modules and rendered as a Markdown table beside it
-(`$DURABLE_RETRY_RESULTS`, default `$DURABLE_CACHE/retry-suite.json` and `.md`)."""
+a JSON file across the suite's modules and rendered as Markdown tables beside it
+(`$DURABLE_RETRY_RESULTS`, default `$DURABLE_CACHE/retry-suite.json` and `.md`): n8n's retry
+buttons per pattern, then the remote that dedupes by Idempotency-Key, before and after."""
 from __future__ import annotations
 
 import json
@@ -8,6 +9,9 @@ import os
 from pathlib import Path
 
 COLUMNS = (("plain", "n8n alone"), ("begin", "Begin Step + Record Outcome"), ("gated", "Gated HTTP Request"))
+# a remote that dedupes by Idempotency-Key: before (no Look Up) and after (Remote Dedupes on)
+DEDUPE_COLUMNS = (("gated-bare", "before: Gated HTTP Request, no Look Up"),
+                  ("gated-dedupe", "after: Remote Dedupes by Idempotency Header"))
 
 
 def results_path() -> Path:
@@ -25,7 +29,12 @@ def record(scenario: str, title: str, variant: str, row: dict):
     rows = [r for r in rows if (r["scenario"], r["variant"]) != (scenario, variant)] + [row]
     rows.sort(key=lambda r: r["scenario"])
     path.write_text(json.dumps(rows, indent=1))
-    path.with_suffix(".md").write_text(table(rows))
+    path.with_suffix(".md").write_text(table(rows) + "\n" + table(rows, DEDUPE_COLUMNS, dedupe_cell))
+
+
+def recorded() -> list[dict]:
+    path = results_path()
+    return json.loads(path.read_text()) if path.exists() else []
 
 
 def cell(row: dict | None) -> str:
@@ -35,10 +44,22 @@ def cell(row: dict | None) -> str:
     return f"**{writes} write{'s' if writes != 1 else ''}**; {row['what']}"
 
 
-def table(rows: list[dict]) -> str:
+def dedupe_cell(row: dict | None) -> str:
+    """Orders written, people needed (steps in the ledger's review queue), executions green / red."""
+    if row is None:
+        return "(not run)"
+    writes, people = row["writes"], row["people"]
+    green = sum(1 for e in row["executions"] if e.endswith(":success"))
+    return (f"**{writes} order{'s' if writes != 1 else ''}, {people} {'person' if people == 1 else 'people'}**; "
+            f"{green} green, {len(row['executions']) - green} red; {row['what']}")
+
+
+def table(rows: list[dict], columns=COLUMNS, render=cell) -> str:
+    mine = {v for v, _ in columns}
+    rows = [r for r in rows if r["variant"] in mine]
     by = {(r["scenario"], r["variant"]): r for r in rows}
     scenarios = sorted({(r["scenario"], r["title"]) for r in rows})
-    out = ["| scenario | " + " | ".join(h for _, h in COLUMNS) + " |", "|---" * (len(COLUMNS) + 1) + "|"]
+    out = ["| scenario | " + " | ".join(h for _, h in columns) + " |", "|---" * (len(columns) + 1) + "|"]
     for sid, title in scenarios:
-        out.append(f"| {title} | " + " | ".join(cell(by.get((sid, v))) for v, _ in COLUMNS) + " |")
+        out.append(f"| {title} | " + " | ".join(render(by.get((sid, v))) for v, _ in columns) + " |")
     return "\n".join(out) + "\n"

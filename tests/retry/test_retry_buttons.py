@@ -8,6 +8,9 @@ its own order ids, so scenarios never see each other's writes.
     (c) kill -9 of n8n while the remote holds its answer; a plain re-run; then Retry of the
         crashed execution; "Save Execution Progress" off and on
     (d) the same webhook twice with the same order, one after the other and at the same moment
+    (f) a remote that dedupes by Idempotency-Key (its own server, remote.py dedupe=True): (a), (b)
+        and (c) for the Gated HTTP Request without Look Up (before) and with Remote Dedupes by
+        Idempotency Header (after); orders written, people needed, executions green and red
 
 What each variant does is asserted as measured (`EXPECT`): for plain n8n the count it really
 makes, for the gated variants exactly one write, and Needs Attention (with its reason) only
@@ -21,12 +24,13 @@ import time
 from urllib.parse import quote
 
 import pytest
-from flows import TIMEOUT_MS, VARIANTS, workflow
+from flows import DEDUPE_VARIANTS, TIMEOUT_MS, VARIANTS, workflow
 from retry_stack import RetryStack
-from remote import RecordingRemote
-from results import record
+from remote import SLOW_S, RecordingRemote
+from results import DEDUPE_COLUMNS, dedupe_cell, record, recorded, table
 
 CONFIGS = {"base": {}, "rof": {"retry_on_fail": True}, "prog": {"save_progress": True}}
+DEDUPE_CONFIGS = ("base", "rof")  # the deduping remote's scenarios need no saved progress
 
 
 def variants():
@@ -38,14 +42,29 @@ def wf_id(variant: str, config: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory):
+def dedupe_remote():
+    """The remote that honours Idempotency-Key (the IETF draft's semantics), for scenarios (f)."""
+    remote = RecordingRemote(dedupe=True)
+    yield remote
+    remote.close()
+    seen = [r for r in recorded() if (r["scenario"], r["variant"]) in DEDUPE_SEEN]
+    if seen:  # (f) as measured in this run: before and after
+        print("\nDURABLE_RETRY_DEDUPE a remote that dedupes by Idempotency-Key\n"
+              + table(seen, DEDUPE_COLUMNS, dedupe_cell))
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory, dedupe_remote):
     remote = RecordingRemote()
     st = RetryStack(tmp_path_factory.mktemp("retry-buttons"))
     try:
         st.start()
-        ids = [wf_id(v, c) for v in variants() for c in CONFIGS]
-        st.import_workflows([workflow(v, wf_id(v, c), wf_id(v, c), remote.url, **kw)
-                             for v in variants() for c, kw in CONFIGS.items()])
+        flows = [workflow(v, wf_id(v, c), wf_id(v, c), remote.url, **kw)
+                 for v in variants() for c, kw in CONFIGS.items()]
+        flows += [workflow(v, wf_id(v, c), wf_id(v, c), dedupe_remote.url, **CONFIGS[c])
+                  for v in DEDUPE_VARIANTS for c in DEDUPE_CONFIGS]
+        ids = [f["id"] for f in flows]
+        st.import_workflows(flows)
         st.start_server()
         st.activate(ids, ids)
         yield st, remote
@@ -98,8 +117,11 @@ def observe(st, remote, order_id: str, executions: list[dict]) -> dict:
             "nodes_run": [st.nodes_run(e["id"]) for e in executions],
             # gated: [Done, Done Before] items of the gated node per execution
             "gated_routes": [st.outputs(e["id"], "Create Order") for e in executions]
-            if order_id.endswith("-gated") else None,
+            if "-gated" in order_id else None,
             "ledger": job_state(st, order_id),
+            # people needed: the order's steps in the ledger's review queue
+            "people": sum(1 for o in job_ops(st, order_id) if o["state"] == "NEEDS_REVIEW"),
+            "repeats": remote.repeats(order_id),
             "ledger_attempts": [(o.get("attempt"), o.get("remote_id")) for o in job_ops(st, order_id)],
             "review_candidates": review_candidates(st, order_id)}
 
@@ -205,9 +227,50 @@ EXPECT |= {
     ("d2-conc", "gated"): {"writes": 1, "refused": {"stale_fencing_token"}, "what": "one execution writes; the other "
                           "is fenced out (stale_fencing_token) or gets Done Before"},
 }
+# (f) the remote dedupes by Idempotency-Key. Before: the Gated HTTP Request without Look Up, an
+# unknown outcome goes to review. After: Remote Dedupes by Idempotency Header, the unknown outcome
+# is settled by the same request with the same key, which the remote answers from its record.
+_BARE_RUN = "the step is unknown and nothing can settle it: review queue"
+EXPECT |= {
+    ("f-a", "gated-bare"): E(1, [ERR], ["needs_review"], "the first try ends outcome_unknown; Retry On Fail runs "
+                             f"the node again: {_BARE_RUN}; the third try says the same", ledger="NEEDS_REVIEW",
+                             people=1, repeats=[]),
+    ("f-a", "gated-dedupe"): E(1, [OK], [None], "the first try ends outcome_unknown; Retry On Fail runs the node "
+                               "again, which sends the order again with the same key: the remote answers the stored "
+                               "201, Done Before", ledger="CONFIRMED", people=0, repeats=["replay"],
+                               gated_routes=[[0, 1]]),
+    ("f-a-slow", "gated-bare"): E(1, [ERR, ERR], ["needs_review", "needs_review"], "the first try times out: "
+                                  f"outcome_unknown; the next tries: {_BARE_RUN}; a re-run once the remote has "
+                                  "answered: the same", ledger="NEEDS_REVIEW", people=1, repeats=[]),
+    ("f-a-slow", "gated-dedupe"): E(1, [ERR, OK], ["lookup_failed", None], "the first try times out: "
+                                    "outcome_unknown; the next two send the order again while the remote is still "
+                                    "processing the first: 409, no verdict (lookup_failed), the step stays unknown; "
+                                    "a re-run once the remote has answered: the stored 201, Done Before",
+                                    ledger="CONFIRMED", people=0, repeats=["conflict", "conflict", "replay"],
+                                    gated_routes=[None, [0, 1]]),
+    ("f-b", "gated-bare"): E(1, [ERR, RETRY_ERR, RETRY_ERR], ["outcome_unknown", "needs_review", "needs_review"],
+                             f"outcome_unknown; each Retry runs the node again: {_BARE_RUN}", ledger="NEEDS_REVIEW",
+                             people=1, repeats=[]),
+    ("f-b", "gated-dedupe"): E(1, [ERR, RETRY_OK], ["outcome_unknown", None], "outcome_unknown; the Retry sends the "
+                               "order again with the same key: the stored 201, Done Before", ledger="CONFIRMED",
+                               people=0, repeats=["replay"], gated_routes=[None, [0, 1]]),
+    ("f-c", "gated-bare"): E(1, [CRASH, ERR, RETRY_ERR], [CRASHED, "needs_review", "needs_review"], "re-run: the "
+                             f"step was sent, {_BARE_RUN}; the Retry starts over and stops there too",
+                             ledger="NEEDS_REVIEW", people=1, repeats=[]),
+    ("f-c", "gated-dedupe"): E(1, [CRASH, OK, RETRY_OK], [CRASHED, None, None], "re-run: the order sent again with "
+                               "the same key; the killed execution's write has completed meanwhile, the remote "
+                               "answers its 201: Done Before; the Retry starts over: Done Before (from the ledger, "
+                               "nothing sent)", ledger="CONFIRMED", people=0, repeats=["replay"],
+                               gated_routes=[None, [0, 1], [0, 1]]),
+}
+
+
+DEDUPE_SEEN: set[tuple[str, str]] = set()  # (f) rows recorded in this run, for the table at the end
 
 
 def check(scenario: str, title: str, variant: str, seen: dict):
+    if variant in DEDUPE_VARIANTS:
+        DEDUPE_SEEN.add((scenario, variant))
     exp = dict(EXPECT[(scenario, variant)])
     record(scenario, title, variant, {**seen, "what": exp.pop("what")})
     if os.environ.get("DURABLE_RETRY_EXPLORE"):
@@ -385,3 +448,71 @@ def wait_arrived(remote, order_id: str, timeout: float = 30) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+# ---------------------------------------------------------------------- (f) a remote that dedupes
+
+@pytest.mark.parametrize("failure", ["fail500", "slow"])
+def test_f_dedupe_retry_on_fail(stack, dedupe_remote, failure):
+    """(a) against the deduping remote: Retry On Fail (3 tries); the first write commits, then
+    answers 500, or answers only after the client's timeout (then a re-run once it has answered)."""
+    st, remote = stack[0], dedupe_remote
+    orders = {v: f"f-a-{failure}-{v}" for v in DEDUPE_VARIANTS}
+    for o in orders.values():
+        remote.plan[o] = [failure]
+    ended = run_all(st, "rof", orders)
+    if failure == "slow":  # the remote answers the first write SLOW_S after committing it
+        written = min(w["t"] for o in orders.values() for w in remote.writes(o))
+        time.sleep(max(0.0, written + SLOW_S + 0.5 - time.time()))
+        ended = {v: ended[v] + run(st, v, "rof", o) for v, o in orders.items()}
+    scenario, what = {"fail500": ("f-a", "commits, then answers 500"),
+                      "slow": ("f-a-slow", "commits, then answers after the client's timeout; a re-run later")}[failure]
+    for v, o in orders.items():
+        check(scenario, f"(a) Retry On Fail (3 tries); the remote {what}", v, observe(st, remote, o, ended[v]))
+
+
+def test_f_dedupe_retry_execution(stack, dedupe_remote):
+    """(b) against the deduping remote: the write commits, then 500; n8n's Retry of the failed
+    execution (original workflow), and of that Retry while it fails."""
+    st, remote = stack[0], dedupe_remote
+    orders = {v: f"f-b-{v}" for v in DEDUPE_VARIANTS}
+    for o in orders.values():
+        remote.plan[o] = ["fail500"]
+    ended = run_all(st, "base", orders)
+    for v, o in orders.items():
+        chain = [ended[v][0]]
+        while chain[-1]["status"] != "success" and len(chain) < 3:
+            r = st.retry(chain[-1]["id"], False)
+            assert r.status_code == 200, r.text
+            chain += [e for e in st.executions(wf_id(v, "base")) if e["retry_of"] == chain[-1]["id"]]
+        check("f-b", "(b) Retry of the failed execution, and Retry of that Retry while it fails; the remote "
+              "committed, then answered 500", v, observe(st, remote, o, chain))
+
+
+def test_f_dedupe_kill_then_rerun_and_retry(stack, dedupe_remote):
+    """(c) against the deduping remote: kill -9 of n8n while the remote holds the committed
+    write's answer; n8n restarts; the same webhook again; then n8n's Retry of the crashed execution."""
+    st, remote = stack[0], dedupe_remote
+    cases = {(v, "base"): f"f-c-{v}" for v in DEDUPE_VARIANTS}
+    for o in cases.values():
+        remote.plan[o] = ["hold"]
+    before = {k: len(st.executions(wf_id(*k))) for k in cases}
+    held = remote.held
+    for k, o in cases.items():
+        assert st.fire(wf_id(*k), o) == 200
+    assert remote.wait_held(held + len(cases)), remote.requests
+    st.kill_server()
+    remote.release()  # the held writes complete now: their 201 is what a repeat gets
+    st.start_server()
+    crashed = {}
+    for k in cases:
+        rows = st.executions(wf_id(*k))[before[k]:]
+        assert len(rows) == 1, rows
+        crashed[k] = rows[0]
+    rerun = rerun_all(st, cases, before)
+    retried = retry_all(st, crashed)
+    for (v, c), o in cases.items():
+        r, retries = retried[(v, c)]
+        assert r.status_code == 200, r.text
+        check("f-c", "(c) kill -9 of n8n during the write; re-run, then Retry (Save Execution Progress off)", v,
+              observe(st, remote, o, [crashed[(v, c)], rerun[(v, c)], *retries]))
