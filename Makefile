@@ -19,6 +19,7 @@ TEST_SUITES := \
   test-n8n-matrix \
   test-wp-matrix \
   test-reconcile \
+  test-lookups \
   test-scaleout \
   test-dist \
   test-acceptance \
