@@ -34,7 +34,9 @@ TITLES = ["Make your home more calm with these tips", "How to make your site loa
           "Wget understands proxies: http://user:password@proxy.example.com/",
           "Key fingerprint = 0CF4 E8D8 7159 3224 8428 32B8 88DD 9E08 C5DD ACB9",
           "Your iPad and iMac both need IPv6 this year", "Tips from 2024 that help your team grow",
-          "MAKE YOUR HOME MORE CALM WITH THESE TIPS", "The risk-of-ruin sk-style estimator explained"]
+          "MAKE YOUR HOME MORE CALM WITH THESE TIPS", "The risk-of-ruin sk-style estimator explained",
+          "Paste the key in PEM format: -----BEGIN PRIVATE KEY----- KEY DATA GOES HERE -----END PRIVATE KEY-----",
+          "Implement a basic doGetDepends() and the Basic Multilingual Plane"]
 
 
 @pytest.mark.parametrize("source", list(prose_corpus.SOURCES))
@@ -92,7 +94,8 @@ GENERATORS = {
     "basic_credential": lambda: "Authorization: Basic " + base64.b64encode(
         f"{_s(ALNUM, _RNG.randrange(3, 12))}:{secrets.token_urlsafe(_RNG.randrange(6, 24))}".encode()).decode(),
     "private_key_block": lambda: "-----BEGIN " + _RNG.choice(["RSA ", "EC ", "OPENSSH ", "ENCRYPTED ", ""])
-                                 + "PRIVATE KEY-----",
+                                 + "PRIVATE KEY-----" + _RNG.choice(["\n", "\\n", "\r\n"])
+                                 + base64.b64encode(secrets.token_bytes(48)).decode(),
     "durable_ledger_token": lambda: "dl_" + secrets.token_urlsafe(32),
     "github_token": lambda: _RNG.choice(["ghp_", "gho_", "ghu_", "ghs_", "ghr_"]) + _s(ALNUM, 36),
     "github_fine_grained_pat": lambda: "github_pat_" + _s(ALNUM, 22) + "_" + _s(ALNUM, 59),

@@ -60,7 +60,10 @@ VALUE_RULES = [
                           r"[A-Za-z0-9._~+/=\-]{8,}"),
     ("basic_credential", r"(?i:\bbasic\s+)(?:[A-Za-z0-9+/]{4})+(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?"
                          r"(?![A-Za-z0-9+/=])"),
-    ("private_key_block", r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"),
+    # The header with key material after it (past PEM/PGP header lines; newlines may be escaped
+    # \n): documentation quotes the bare header ("-----BEGIN PRIVATE KEY----- KEY DATA GOES HERE").
+    ("private_key_block", r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?:\s|\\[rn])+"
+                          r"(?:[A-Za-z][A-Za-z-]*: [^\r\n\\]*(?:\s|\\[rn])+)*[A-Za-z0-9+/=]{20}"),
     ("durable_ledger_token", r"\bdl_(?=[a-z_\-]*[A-Z0-9])[A-Za-z0-9_\-]{20,}"),
     ("github_token", r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{30,}"),
     ("github_fine_grained_pat", r"\bgithub_pat_[A-Za-z0-9_]{22,}"),
