@@ -153,6 +153,8 @@ class LookupStack(N8nServer, PipelineStack):
             done, done_before = routes[0] == 1, routes[1] == 1
         with remote.lock:
             arrivals = sum(1 for a in remote.arrivals if a["order_id"] == oid)
+            mine = {w["id"] for w in remote.writes if w["order_id"] == oid}
+        remote_id = next((o.get("remote_id") for o in ops if o.get("remote_id")), None)
         writes = remote.writes_of(oid)
         if done_before:
             verdict = "found"
@@ -167,6 +169,7 @@ class LookupStack(N8nServer, PipelineStack):
         return {**case, "verdict": verdict, "writes": writes, "sends": arrivals,
                 "lookups": remote.lookups_of(oid), "ledger": state,
                 "done_without_write": (done or done_before or state in DONE_STATES) and writes == 0,
+                "remote_id": remote_id, "wrong_id": remote_id is not None and str(remote_id) not in mine,
                 "executions": [r["status"] for r in runs], "reason": self.reason_of(last),
                 "error": (self.error_of(last) or "")[:400]}
 
@@ -191,6 +194,7 @@ def cell(row: dict | None) -> str:
     if row is None:
         return "(not run)"
     bad = " **DONE WITHOUT A WRITE**" if row["done_without_write"] else ""
+    bad += " **ANOTHER ORDER'S ID**" if row["wrong_id"] else ""
     return f"{row['verdict']}, {row['writes']} write{'s' if row['writes'] != 1 else ''}{bad}"
 
 
@@ -204,7 +208,8 @@ def table(rows: list[dict], columns: list[tuple[str, str]]) -> str:
         cells = [cell(by.get((col, s, p))) for col, _ in columns for p in (True, False)]
         out.append(f"| {s} | " + " | ".join(cells) + " |")
     totals = [f"{sum(r['writes'] > 1 for r in rows if r['column'] == col)} with 2 writes, "
-              f"{sum(r['done_without_write'] for r in rows if r['column'] == col)} done without a write"
+              f"{sum(r['done_without_write'] for r in rows if r['column'] == col)} done without a write, "
+              f"{sum(r['wrong_id'] for r in rows if r['column'] == col)} done with another order's ID"
               for col, _ in columns]
     out.append("\n" + "; ".join(f"{title}: {t}" for (_, title), t in zip(columns, totals)))
     return "\n".join(out) + "\n"

@@ -7,9 +7,10 @@ once (cases.py). Counted at the remote (remote.py):
     (c) Begin Step without Look Up; the ledger's generic HTTP reconciler (DURABLE_RECONCILE_HTTP)
 
 Per case: never two writes; never a step done (Done, Done Before, CONFIRMED) that never reached
-the remote; found -> Done Before with the one write; undecidable -> NEEDS_REVIEW, nothing resent;
-absent -> sent again, one write in all; a lookup that timed out -> no verdict, the step stays
-unknown. The table goes to stdout and to $DURABLE_CACHE/lookups-suite.md.
+the remote, nor done with another order's ID; found -> Done Before with the one write;
+undecidable -> NEEDS_REVIEW, nothing resent; absent -> sent again, one write in all; a lookup
+that timed out -> no verdict, the step stays unknown. The table goes to stdout and to
+$DURABLE_CACHE/lookups-suite.md.
 """
 from __future__ import annotations
 
@@ -31,7 +32,9 @@ def outcome(tmp_path_factory):
         rows = run_cases(st, remote, cases())
         rows = [{**r, "column": r["variant"], "expected": expected(r["variant"], r["shape"], r["present"])} for r in rows]
         text = table([r for r in rows if r["variant"] != "c"], COLUMNS[:2]) + "\n" + table(
-            [r for r in rows if r["variant"] == "c"], COLUMNS[2:])
+            [r for r in rows if r["variant"] == "c"], COLUMNS[2:]) + (
+            "(c) undecidable = NEEDS_REVIEW; for r404 the reconciler's verdict is absent, not definitive, which "
+            "also goes to review\n")
         print("\n" + text)
         for r in rows:
             print("DURABLE_LOOKUPS_SUITE " + json.dumps(r, sort_keys=True))
@@ -47,6 +50,7 @@ def outcome(tmp_path_factory):
 def test_lookups_never_write_twice_nor_mark_done_without_a_write(outcome):
     assert [r["order_id"] for r in outcome if r["writes"] > 1] == []
     assert [r["order_id"] for r in outcome if r["done_without_write"]] == []
+    assert [(r["order_id"], r["remote_id"]) for r in outcome if r["wrong_id"]] == []
 
 
 def test_lookups_end_as_the_rule_says(outcome):
