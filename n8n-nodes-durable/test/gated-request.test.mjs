@@ -42,6 +42,7 @@ function startRemote() {
 				if (url.pathname === '/orders-all') return answer(200, listed(true));
 				if (url.pathname === '/orders-wrapped') return answer(200, { data: listed(false), meta: { total: listed(false).length } });
 				if (url.pathname === '/orders-stripe') return answer(200, { object: 'list', url: '/v1/orders', has_more: false, data: listed(false) });
+				if (url.pathname === '/orders-404') return answer(404, { error: 'no such route' });
 				if (url.pathname === '/orders-error') return answer(200, { error: { type: 'rate_limit', message: 'too many lookups' } });
 				if (url.pathname === '/orders-html') {
 					res.writeHead(200, { 'Content-Type': 'text/html' });
@@ -55,10 +56,15 @@ function startRemote() {
 				// A remote that keeps the first answer under the Idempotency-Key (the IETF draft's
 				// semantics): a repeat is answered the stored result and commits nothing.
 				const stored = state.commits.find((c) => c.key === req.headers['idempotency-key']);
+				if (stored && mode === 'dedupe-replay500') {
+					// A remote that stored the 500 it answered, and says so.
+					res.writeHead(500, { 'Content-Type': 'application/json', 'Idempotent-Replayed': 'true' });
+					return res.end(JSON.stringify({ error: 'committed, then failed' }));
+				}
 				if (stored) return answer(201, { id: stored.id, number: stored.number, replayed: true });
 				const order = { id: `ord-${state.commits.length + 1}`, key: req.headers['idempotency-key'], number: 7, body: raw };
 				state.commits.push(order);
-				if (mode === 'dedupe-after500') return answer(500, { error: 'committed, then failed' });
+				if (mode === 'dedupe-after500' || mode === 'dedupe-replay500') return answer(500, { error: 'committed, then failed' });
 				return setTimeout(() => answer(201, order), 1500);
 			}
 			const firstTry = !state.requests.slice(0, -1).some((r) => r.headers['idempotency-key'] === req.headers['idempotency-key']);
@@ -360,6 +366,8 @@ describe('gated http request', () => {
 			['/orders-error', {}, 'after500', 'undecidable', 1],
 			['/orders-html', {}, 'after500', 'undecidable', 1],
 			['/orders', { lookUpEmptyIsAbsent: false }, 'flaky500', 'undecidable', 0], // empty, no declared filter
+			['/orders-404', { lookUpEmptyIsAbsent: false }, 'after500', 'undecidable', 1], // a JSON 404 of a wrong route
+			['/orders-404', {}, 'flaky500', 'absent', 1], // declared: the URL addresses the object by the key
 			['/orders', { lookUpMatchField: 'number' , lookUpMatchValue: '8' }, 'after500', 'undecidable', 1],
 		];
 		for (const [path, extra, mode, verdict, writes] of cases) {
@@ -397,6 +405,13 @@ describe('gated http request', () => {
 			assert.equal(before2[0].durable.remote_id, remote.state.commits.find((c) => c.key === attention[0].durable.operation_key).id);
 			assert.equal(committed(jobId), 1, `${mode}: one order`);
 		}
+		// A stored 500 replayed to every resend would never give a verdict: an editor decides.
+		const jobId = uniqueJob('gr-dedupe-replay500');
+		const options = { remoteDedupes: true, gateOptions: { timeout: 500 } };
+		await run(jobId, 'dedupe-replay500', options);
+		const [, , attention] = await run(jobId, 'dedupe-replay500', options);
+		assert.deepEqual([attention[0].durable.state, attention[0].durable.lookup?.verdict], ['NEEDS_REVIEW', 'undecidable']);
+		assert.equal(committed(jobId), 1);
 		await assert.rejects(
 			run(uniqueJob('gr-dedupe-noheader'), 'ok', { remoteDedupes: true, gateOptions: { idempotencyHeader: '' } }),
 			/"Idempotency Header" is empty/,

@@ -36,7 +36,7 @@ VERDICT = """={{ (() => {
   const status = $json.statusCode;
   const type = String(($json.headers || {})['content-type'] || '');
   if (/html/i.test(type)) return { result: 'undecidable', evidence: { status, why: 'a web page, not the API' } };
-  if (status === 404) return { result: 'absent', evidence: { status } };
+  if (status === 404) return { result: step.empty_is_absent ? 'absent' : 'undecidable', evidence: { status } };
   if (status < 200 || status > 299) return { result: 'no answer', evidence: { status } };
   let body;
   try { body = JSON.parse($json.data); } catch (e) { return { result: 'undecidable', evidence: { why: 'not JSON' } }; }

@@ -56,7 +56,7 @@ def _gated(remote_url: str, settle: str = "lookUp") -> dict:
         "gateOptions": {"timeout": TIMEOUT_MS}}
     if settle == "lookUp":
         parameters.update(lookUp=True, lookUpUrl=f"{remote_url}/orders/by-key/{{operation_key}}",
-                          lookUpMatchField="idempotency_key")
+                          lookUpMatchField="idempotency_key", lookUpEmptyIsAbsent=True)
     elif settle == "dedupe":
         parameters.update(remoteDedupes=True)
     return _durable("Create Order", parameters, version=GATED_VERSION)

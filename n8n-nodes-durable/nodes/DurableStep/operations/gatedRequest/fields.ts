@@ -122,7 +122,7 @@ const lookUpFields: INodeProperties[] = [
 		type: 'boolean',
 		default: false,
 		description:
-			"Whether the remote keeps the first answer under the Idempotency Header's key and answers it again to a repeat (Stripe, Adyen, Square... see docs/builders.md for how to check an API). On: an attempt whose outcome is unknown (timeout, crash, 5xx) is settled by sending the same request with the same key and reading the answer; no lookup and no review. Off for any API not known to do so.",
+			"Whether the remote keeps the first answer under the Idempotency Header's key and answers it again to a repeat (the IETF Idempotency-Key draft; Stripe, Adyen: see docs/builders.md for how to check an API). On: an attempt whose outcome is unknown (timeout, crash, 5xx) is settled by sending the same request with the same key and reading the answer; no lookup and no review. Off for any API not known to do so.",
 		displayOptions: show('gatedRequest'),
 	},
 	{
@@ -142,7 +142,7 @@ const lookUpFields: INodeProperties[] = [
 		required: true,
 		placeholder: 'https://api.example.com/orders?idempotency_key={operation_key}',
 		description:
-			"GET URL that answers the object the request created. {operation_key} is replaced by the step's key (URL-encoded). Found: an object in the answer (the answer itself, a list, or a list in data / results / items) whose Look Up Match Field equals Look Up Match Value. Absent: 404, or an empty list when Empty Answer Proves Absence is on. Anything else is undecidable (review, with the answer kept); another status or no answer: asked again on the next run.",
+			"GET URL that answers the object the request created. {operation_key} is replaced by the step's key (URL-encoded). Found: an object in the answer (the answer itself, a list, or a list in data / results / items) whose Look Up Match Field equals Look Up Match Value. Absent: a 404 or an empty list, when 404 or Empty Answer Proves Absence is on. Anything else is undecidable (review, with the answer kept); another status or no answer: asked again on the next run.",
 		displayOptions: lookUpOnly,
 	},
 	{
@@ -182,12 +182,12 @@ const lookUpFields: INodeProperties[] = [
 		displayOptions: lookUpOnly,
 	},
 	{
-		displayName: 'Empty Answer Proves Absence',
+		displayName: '404 or Empty Answer Proves Absence',
 		name: 'lookUpEmptyIsAbsent',
 		type: 'boolean',
 		default: false,
 		description:
-			'Whether an empty list proves nothing was written: on only when the Look Up URL selects by the key and the API is known to honour that filter and to list a write as soon as it is answered. Off: an empty list is undecidable; only a 404 proves absence.',
+			'Whether a 404 or an empty list proves nothing was written: on only when the Look Up URL addresses the object by the key (404: no such object) or selects by it, and the API is known to honour that (a wrong route answers 404 too; an ignored filter answers other objects) and to list a write as soon as it is answered. Off: they are undecidable (review).',
 		displayOptions: lookUpOnly,
 	},
 ];

@@ -46,7 +46,8 @@ const NOT_YET = new Set([409, 425, 429]);
  * "The remote honours the idempotency header": the same request, with the same key, answers what
  * the first one did. A 2xx is the stored result (found, with its ID and receipt); 409 / 425 / 429
  * / 5xx, like a transport failure, throw (the first request may still be in progress; the step
- * stays unknown and the next run resends again); any other answer proves nothing: undecidable.
+ * stays unknown and the next run resends again); any other answer, and a 5xx the remote marks
+ * `Idempotent-Replayed: true`, proves nothing: undecidable.
  */
 export async function resendOnce(
 	ctx: IExecuteFunctions,
@@ -57,10 +58,14 @@ export async function resendOnce(
 ): Promise<LookUpVerdict> {
 	const answer = await exchange(ctx, call.authentication, requestOptions(call, ticket));
 	const evidence: IDataObject = { resent: `${call.method} ${call.url}`, idempotency_header: call.idempotencyHeader, http_status: answer.status };
-	if (NOT_YET.has(answer.status) || answer.status >= 500) throw new Error(`the resent request answered HTTP ${answer.status}`);
+	// A 5xx marked as the stored answer (Stripe's API v1 replays one) will be the answer to every
+	// resend: no verdict would ever come, so an editor decides. An unmarked one may be passing.
+	const replayedFailure = answer.status >= 500 && answer.replayed;
+	if (!replayedFailure && (NOT_YET.has(answer.status) || answer.status >= 500)) throw new Error(`the resent request answered HTTP ${answer.status}`);
 	if (answer.status < 200 || answer.status >= 300) {
 		const text = typeof answer.body === 'string' ? answer.body : JSON.stringify(answer.body ?? null);
-		return { result: 'undecidable', evidence: { ...evidence, reason: 'the resent request was refused', answer_excerpt: text.slice(0, 200) } };
+		const reason = replayedFailure ? 'the remote replays a failure stored under the key' : 'the resent request was refused';
+		return { result: 'undecidable', evidence: { ...evidence, reason, answer_excerpt: text.slice(0, 200) } };
 	}
 	// The same rule as a first answer (send.ts): no ID in it, the operation key stands for it.
 	const id = idAt(answer.body, remoteIdPath) ?? ticket.operation_key;

@@ -13,7 +13,7 @@ export interface LookUpRule {
 	idPath: string;
 	/** Where the list is in a wrapped answer; empty: a bare list, one object, or data / results / items. */
 	listPath: string;
-	/** The builder declares that the lookup URL selects by the key, so an empty list proves absence. */
+	/** The builder declares that the lookup URL addresses or selects by the key, so a 404 or an empty list proves absence. */
 	emptyIsAbsent: boolean;
 }
 
@@ -81,9 +81,9 @@ const scalar = (v: unknown) => (typeof v === 'string' || (typeof v === 'number' 
  * The verdict of one lookup answer. Only 2xx and 404 answers reach here: any other status (and a
  * transport failure) proves nothing either way and the caller leaves the step unknown.
  *
- *   404 (not a web page)                        -> absent: the object addressed is not there
  *   2xx, an object whose Match Field = value     -> found (one object, a list, a wrapped list)
- *   2xx, an empty list, declared a filter by key  -> absent (unless more pages follow)
+ *   404 (not a web page), declared               -> absent: the object addressed is not there
+ *   2xx, an empty list, declared                 -> absent (unless more pages follow)
  *   anything else                                 -> undecidable, with what was seen
  */
 export function proofOf(answer: LookUpAnswer, rule: LookUpRule): Proof {
@@ -93,12 +93,17 @@ export function proofOf(answer: LookUpAnswer, rule: LookUpRule): Proof {
 		evidence: { ...evidence, ...extra, reason },
 	});
 	if (isHtml(answer)) return undecidable('the lookup answered a web page, not the API', { answer_excerpt: excerpt(answer.body) });
-	if (answer.status === 404) return { result: 'absent', evidence: { ...evidence, detail: 'the lookup answered 404' } };
+	if (answer.status === 404) {
+		// A JSON 404 is also what an API answers for a route that does not exist (a typo in the URL).
+		if (rule.emptyIsAbsent) return { result: 'absent', evidence: { ...evidence, detail: 'the lookup answered 404' } };
+		return undecidable('a 404, but the Look Up URL is not declared to address the object by the key (404 or Empty Answer Proves Absence)', {
+			answer_excerpt: excerpt(answer.body),
+		});
+	}
 	if (typeof answer.body === 'string') return undecidable('the answer is not JSON', { answer_excerpt: excerpt(answer.body) });
 	const failed = isObject(answer.body) ? errorIn(answer.body) : undefined;
-	if (failed) return undecidable(failed, { answer_excerpt: excerpt(answer.body) });
 	const candidates = candidatesOf(answer.body, rule);
-	if (typeof candidates === 'string') return undecidable(candidates, { answer_excerpt: excerpt(answer.body) });
+	if (typeof candidates === 'string') return undecidable(failed ?? candidates, { answer_excerpt: excerpt(answer.body) });
 	const seen = candidates.map((c) => scalar(atPath(c, rule.matchField)) ?? null);
 	const at = seen.indexOf(rule.matchValue);
 	if (at >= 0) {
@@ -112,6 +117,9 @@ export function proofOf(answer: LookUpAnswer, rule: LookUpRule): Proof {
 		}
 		return { result: 'found', object, remoteId, evidence: { ...evidence, objects: candidates.length, matches, remote_id: remoteId } };
 	}
+	// Checked after a match: an object of this step that has a status of its own ("failed") is still
+	// this step's object; an error envelope without it proves nothing.
+	if (failed) return undecidable(failed, { answer_excerpt: excerpt(answer.body) });
 	if (candidates.length === 0 && rule.emptyIsAbsent && !morePages(answer.body)) {
 		return { result: 'absent', evidence: { ...evidence, objects: 0, detail: 'an empty answer to a lookup that filters by the key' } };
 	}
@@ -119,7 +127,7 @@ export function proofOf(answer: LookUpAnswer, rule: LookUpRule): Proof {
 		return undecidable(
 			morePages(answer.body)
 				? 'an empty page, and the answer says more pages follow'
-				: 'an empty answer, but the Look Up URL is not declared to filter by the key (Empty Answer Proves Absence)',
+				: 'an empty answer, but the Look Up URL is not declared to filter by the key (404 or Empty Answer Proves Absence)',
 			{ objects: 0 },
 		);
 	}

@@ -4,7 +4,8 @@ import type { StepTicket } from '../gated/effect';
 import { parsed } from './answer';
 import type { HttpCall } from './request';
 
-export type Answer = { status: number; contentType: string; body: unknown };
+/** `replayed`: the remote marked the answer as the stored one of an earlier request with the same key. */
+export type Answer = { status: number; contentType: string; body: unknown; replayed: boolean };
 
 /** The remote's answer, whatever its status; transport failures throw. */
 export async function exchange(ctx: IExecuteFunctions, authentication: string, options: IHttpRequestOptions): Promise<Answer> {
@@ -15,7 +16,8 @@ export async function exchange(ctx: IExecuteFunctions, authentication: string, o
 			: await ctx.helpers.httpRequestWithAuthentication.call(ctx, authentication, full)
 	) as { statusCode: number; headers?: IDataObject; body: unknown };
 	const contentType = String(response.headers?.['content-type'] ?? '');
-	return { status: Number(response.statusCode), contentType, body: parsed(response.body) };
+	const replayed = String(response.headers?.['idempotent-replayed'] ?? '').toLowerCase() === 'true';
+	return { status: Number(response.statusCode), contentType, body: parsed(response.body), replayed };
 }
 
 /**
