@@ -14,6 +14,7 @@ TEST_SUITES := \
   test-node \
   test-orders \
   test-retry \
+  test-dbfault \
   test-agent-tools \
   test-newcomer \
   test-n8n-matrix \
