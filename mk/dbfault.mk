@@ -4,7 +4,7 @@
 # 2.40.7 running Webhook -> Start Job -> Gated HTTP Request and a direct client, both writing to a
 # counting remote. Faults: kill -9 of PostgreSQL mid begin / confirm / batch, the link cut after
 # COMMIT, a full disk, PostgreSQL down for 30 s, SQLite locked past the busy timeout. Needs root
-# (mount, and the server runs as the postgres user). About 3-4 minutes here (2 cores); the table
+# (mount, and the server runs as the postgres user). About 2 minutes here (2 cores); the table
 # of what was measured is printed and kept in $(DURABLE_CACHE)/dbfault-suite.md.
 
 .PHONY: test-dbfault

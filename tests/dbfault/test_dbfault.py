@@ -46,7 +46,7 @@ COLUMNS = (("fault", "fault"), ("dup", "duplicates at the remote"), ("lost", "lo
            ("phantom", "answers claiming a state the database lacks"),
            ("sent_after_error", "sends after a failed begin"), ("errors", "503 database_unavailable seen"),
            ("slowest", "slowest answer (s)"), ("recover", "seconds to recover"))
-TRAP_WAIT_S = 60
+TRAP_WAIT_S = 90
 
 
 class Env:
@@ -400,7 +400,7 @@ con.execute("COMMIT")
 
 
 def test_dbfault_sqlite_lock_past_busy_timeout(env):
-    """Another process holds BEGIN EXCLUSIVE on the SQLite ledger's file for 14 s, past the 10 s
+    """Another process holds BEGIN EXCLUSIVE on the SQLite ledger's file for 16 s, past the 10 s
     busy timeout: the begins, the confirms (n8n's too: its write held at the remote until the
     lock is taken) and a batch waiting behind it answer 503; after it, everything finishes."""
     d = env.direct("sqlite", sqlite=True)
@@ -410,7 +410,7 @@ def test_dbfault_sqlite_lock_past_busy_timeout(env):
     held = env.remote.hold("f5-n-confirm")
     first = {"f5-n-confirm": fire(env, "dbsq", "f5-n-confirm")}
     assert held.wait(60), "n8n's write never reached the remote"
-    locker = subprocess.Popen([sys.executable, "-c", LOCKER, str(env.st.sqlite_db), "14"], stdout=subprocess.PIPE,
+    locker = subprocess.Popen([sys.executable, "-c", LOCKER, str(env.st.sqlite_db), "16"], stdout=subprocess.PIPE,
                               text=True)
     assert locker.stdout.readline().strip() == "locked"
     env.remote.release("f5-n-confirm")  # n8n confirms now, behind the lock
