@@ -16,6 +16,7 @@ TEST_SUITES := \
   test-retry \
   test-dbfault \
   test-agent-tools \
+  test-agent-frameworks \
   test-newcomer \
   test-n8n-matrix \
   test-wp-matrix \

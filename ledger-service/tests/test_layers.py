@@ -68,7 +68,7 @@ def cycles(graph):
 
 # The floors, top to bottom: a module imports only from its own package and the floors below it
 # (docs/architecture.md draws them). The package root (`durable_ledger.__version__`) is everyone's.
-FLOORS = ["cli", "app", "service", "openapi", "client", "console", "wordpress", "agents", "gate", "approvals",
+FLOORS = ["integrations", "cli", "app", "service", "openapi", "client", "console", "wordpress", "agents", "gate", "approvals",
           "reconciliation", "jobs", "web", "auth", "store", "kernel"]
 
 # Modules that speak HTTP (import Flask or Werkzeug): the shared plumbing, the app, the console, the
