@@ -1,4 +1,4 @@
-# Gated tools in the OpenAI Agents SDK and LangGraph (issue 39; docs/agent-frameworks.md): each framework
+# Gated tools in the OpenAI Agents SDK and LangGraph (durable_ledger/integrations/): each framework
 # installed from its extra (durable-ledger[agents-sdk], durable-ledger[langgraph]), driven offline by a
 # scripted model (or none), killed -9 after the remote write and resumed from its saved RunState /
 # checkpoint; writes counted at a local refunds API. LocalLedger on SQLite and PostgreSQL, HttpLedger
