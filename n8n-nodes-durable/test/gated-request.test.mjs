@@ -379,6 +379,7 @@ describe('gated http request', () => {
 			const label = `${path} ${JSON.stringify(extra)} ${mode}: ${JSON.stringify(seen.lookup)}`;
 			assert.equal(seen.lookup?.verdict, verdict, label);
 			if (verdict === 'found') assert.equal(before.length, 1, label);
+			assert.equal(seen.lookup.evidence?.match_field, options.lookUpMatchField, label);
 			if (verdict === 'undecidable') assert.deepEqual([done.length, before.length, seen.state], [0, 0, 'NEEDS_REVIEW'], label);
 			if (verdict === 'absent') assert.equal(done.length, 1, label);
 			assert.equal(committed(jobId), writes, label);

@@ -175,8 +175,11 @@ async function lookUpAndReport(
 			explainOwn('lookup_not_applied', answer.body.message),
 			operation,
 		);
-	(routed.json.durable as IDataObject).lookup = (answer.body.lookup as IDataObject) ?? {
-		result: verdict.result,
+	// What the lookup was asked and saw (the match field and value, the objects, the ID), beside
+	// the ledger's verdict: the item shows what the step was decided on.
+	(routed.json.durable as IDataObject).lookup = {
+		...((answer.body.lookup as IDataObject) ?? { result: verdict.result }),
+		evidence: verdict.evidence,
 	};
 	return routed;
 }
