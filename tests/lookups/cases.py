@@ -32,7 +32,7 @@ DONE_STATES = ("CONFIRMED",)
 #   resent      absent proven: sent again in the same run, Done (one write in all)
 #   undecidable NEEDS_REVIEW, nothing resent
 #   no verdict  the lookup failed (timeout): the step stays unknown, asked again next run
-# Lookups that address the object by the key (object: 404) or filter by it: 404 or Empty Answer Proves Absence on.
+# Lookups that address the object by the key (object: 404) or filter by it: 404 or Empty Proves Absence on.
 EMPTY_DECLARED = (set(LIST_SHAPES) - {"ignored"}) | {"object"}
 
 

@@ -2,7 +2,7 @@
 `{order_id, lookup_url, match_field, empty_is_absent}` (the order id is also the ledger's job id).
 
     a  Webhook -> Start Job -> Create Order (Gated HTTP Request, built-in Look Up: URL, Match Field
-                                             and Empty Answer Proves Absence from the case)
+                                             and 404 or Empty Proves Absence from the case)
     b  Webhook -> Start Job -> Create Order (Gated Sub-Workflow)
           lkWrite: When Called -> Send Order (HTTP Request, Idempotency-Key: the operation key)
           lkFind:  When Looked Up -> Find Order (HTTP Request: status, headers, body as text in `data`, never

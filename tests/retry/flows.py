@@ -10,7 +10,7 @@ the business id (`order_id`, also the ledger's job id):
 and, for a remote that dedupes by the Idempotency-Key header (remote.py, dedupe=True):
 
     gated-bare    the same gated workflow without Look Up (an unknown outcome goes to review)
-    gated-dedupe  the same with Remote Dedupes by Idempotency Header on (an unknown outcome is
+    gated-dedupe  the same with Remote Dedupes by Key on (an unknown outcome is
                   settled by sending the request again with the same key), no Look Up
 
 `Create Order` is the side effect in every variant: Retry On Fail is set on it when asked.

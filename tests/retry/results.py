@@ -11,7 +11,7 @@ from pathlib import Path
 COLUMNS = (("plain", "n8n alone"), ("begin", "Begin Step + Record Outcome"), ("gated", "Gated HTTP Request"))
 # a remote that dedupes by Idempotency-Key: before (no Look Up) and after (Remote Dedupes on)
 DEDUPE_COLUMNS = (("gated-bare", "before: Gated HTTP Request, no Look Up"),
-                  ("gated-dedupe", "after: Remote Dedupes by Idempotency Header"))
+                  ("gated-dedupe", "after: Remote Dedupes by Key"))
 
 
 def results_path() -> Path:

@@ -228,7 +228,7 @@ EXPECT |= {
                           "is fenced out (stale_fencing_token) or gets Done Before"},
 }
 # (f) the remote dedupes by Idempotency-Key. Before: the Gated HTTP Request without Look Up, an
-# unknown outcome goes to review. After: Remote Dedupes by Idempotency Header, the unknown outcome
+# unknown outcome goes to review. After: Remote Dedupes by Key, the unknown outcome
 # is settled by the same request with the same key, which the remote answers from its record.
 _BARE_RUN = "the step is unknown and nothing can settle it: review queue"
 EXPECT |= {

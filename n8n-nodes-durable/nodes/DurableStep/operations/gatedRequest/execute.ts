@@ -19,7 +19,7 @@ const text = (ctx: IExecuteFunctions, name: string, i: number, fallback = '') =>
 function settleOf(ctx: IExecuteFunctions, i: number, call: HttpCall, remoteIdPath: string): Settle | undefined {
 	if (ctx.getNodeParameter('remoteDedupes', i, false) === true) {
 		if (!call.idempotencyHeader) {
-			throw new NodeOperationError(ctx.getNode(), '"Remote Dedupes by Idempotency Header" is on, but "Idempotency Header" is empty', {
+			throw new NodeOperationError(ctx.getNode(), '"Remote Dedupes by Key" is on, but "Idempotency Header" is empty', {
 				itemIndex: i,
 				description: 'Set Gate Options > Idempotency Header to the header the remote dedupes by (usually Idempotency-Key), or turn the option off.',
 			});

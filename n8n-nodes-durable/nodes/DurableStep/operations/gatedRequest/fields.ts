@@ -117,7 +117,7 @@ const lookUpOnly = only({ remoteDedupes: [false], lookUp: [true] });
 /** How an unknown outcome is settled: by the remote's own dedupe, or a lookup that must prove it. */
 const lookUpFields: INodeProperties[] = [
 	{
-		displayName: 'Remote Dedupes by Idempotency Header',
+		displayName: 'Remote Dedupes by Key',
 		name: 'remoteDedupes',
 		type: 'boolean',
 		default: false,
@@ -142,7 +142,7 @@ const lookUpFields: INodeProperties[] = [
 		required: true,
 		placeholder: 'https://api.example.com/orders?idempotency_key={operation_key}',
 		description:
-			"GET URL that answers the object the request created. {operation_key} is replaced by the step's key (URL-encoded). Found: an object in the answer (the answer itself, a list, or a list in data / results / items) whose Look Up Match Field equals Look Up Match Value. Absent: a 404 or an empty list, when 404 or Empty Answer Proves Absence is on. Anything else is undecidable (review, with the answer kept); another status or no answer: asked again on the next run.",
+			"GET URL that answers the object the request created. {operation_key} is replaced by the step's key (URL-encoded). Found: an object in the answer (the answer itself, a list, or a list in data / results / items) whose Look Up Match Field equals Look Up Match Value. Absent: a 404 or an empty list, when 404 or Empty Proves Absence is on. Anything else is undecidable (review, with the answer kept); another status or no answer: asked again on the next run.",
 		displayOptions: lookUpOnly,
 	},
 	{
@@ -182,7 +182,7 @@ const lookUpFields: INodeProperties[] = [
 		displayOptions: lookUpOnly,
 	},
 	{
-		displayName: '404 or Empty Answer Proves Absence',
+		displayName: '404 or Empty Proves Absence',
 		name: 'lookUpEmptyIsAbsent',
 		type: 'boolean',
 		default: false,

@@ -96,7 +96,7 @@ export function proofOf(answer: LookUpAnswer, rule: LookUpRule): Proof {
 	if (answer.status === 404) {
 		// A JSON 404 is also what an API answers for a route that does not exist (a typo in the URL).
 		if (rule.emptyIsAbsent) return { result: 'absent', evidence: { ...evidence, detail: 'the lookup answered 404' } };
-		return undecidable('a 404, but the Look Up URL is not declared to address the object by the key (404 or Empty Answer Proves Absence)', {
+		return undecidable('a 404, but the Look Up URL is not declared to address the object by the key (404 or Empty Proves Absence)', {
 			answer_excerpt: excerpt(answer.body),
 		});
 	}
@@ -127,7 +127,7 @@ export function proofOf(answer: LookUpAnswer, rule: LookUpRule): Proof {
 		return undecidable(
 			morePages(answer.body)
 				? 'an empty page, and the answer says more pages follow'
-				: 'an empty answer, but the Look Up URL is not declared to filter by the key (404 or Empty Answer Proves Absence)',
+				: 'an empty answer, but the Look Up URL is not declared to filter by the key (404 or Empty Proves Absence)',
 			{ objects: 0 },
 		);
 	}
