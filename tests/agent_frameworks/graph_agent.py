@@ -18,12 +18,11 @@ import operator
 import sys
 from typing import Annotated, TypedDict
 
-import requests
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 
-from durable_ledger.client import HttpLedger, LocalLedger
-from durable_ledger.integrations.langgraph import ABSENT, Found, approve_request, current_operation_key, gated_tool
+import agent_common
+from durable_ledger.integrations.langgraph import approve_request, gated_tool
 
 
 class Refund(TypedDict):
@@ -33,20 +32,11 @@ class Refund(TypedDict):
 
 
 def open_ledger(cfg, token_key="token"):
-    if cfg["ledger"].startswith("http"):
-        return HttpLedger(cfg["ledger"], token=cfg[token_key])
-    role = "approver" if token_key == "approver_token" else "runner"
-    return LocalLedger(cfg["ledger"], tenant="acme", actor=f"graph-agent-{role}", role=role)
+    return agent_common.open_ledger(cfg, "graph-agent", token_key)
 
 
 def refund_function(cfg):
-    remote = cfg["remote"]
-
-    def create_refund(order_id, amount_cents):
-        r = requests.post(f"{remote}/refunds", json={"order_id": order_id, "amount_cents": amount_cents,
-                                                     "key": current_operation_key()}, timeout=60)
-        r.raise_for_status()
-        return {"remote_id": r.json()["id"], "order_id": order_id, "amount_cents": amount_cents}
+    create_refund, find_refund = agent_common.refunds_api(cfg["remote"])
 
     if not cfg["gated"]:
         def issue_refund(order_id: str, amount_cents: int) -> dict:
@@ -54,12 +44,6 @@ def refund_function(cfg):
                 interrupt({"approve": {"order_id": order_id, "amount_cents": amount_cents}})
             return create_refund(order_id, amount_cents)
         return issue_refund
-
-    def find_refund(operation_key, order_id, amount_cents):
-        r = requests.get(f"{remote}/refunds", params={"key": operation_key}, timeout=10)
-        r.raise_for_status()
-        hits = r.json()
-        return Found(hits[0]["id"], {"order_id": order_id, "found_by": "lookup"}) if hits else ABSENT
 
     ledger = open_ledger(cfg)
     job = functools.cache(lambda thread: ledger.job(thread, owner="refund-graph"))

@@ -16,14 +16,13 @@ import sys
 import uuid
 from pathlib import Path
 
-import requests
 from agents import Agent, ModelResponse, RunState, Runner, Usage, function_tool, set_tracing_disabled
 from agents.items import ToolCallOutputItem
 from agents.models.interface import Model
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
 
-from durable_ledger.client import HttpLedger, LocalLedger
-from durable_ledger.integrations.agents_sdk import ABSENT, Found, approve_request, current_operation_key, gated_tool
+import agent_common
+from durable_ledger.integrations.agents_sdk import approve_request, gated_tool
 
 
 class ScriptedModel(Model):
@@ -51,26 +50,11 @@ class ScriptedModel(Model):
 
 
 def open_ledger(cfg, token_key="token"):
-    if cfg["ledger"].startswith("http"):
-        return HttpLedger(cfg["ledger"], token=cfg[token_key])
-    role = "approver" if token_key == "approver_token" else "runner"
-    return LocalLedger(cfg["ledger"], tenant="acme", actor=f"sdk-agent-{role}", role=role)
+    return agent_common.open_ledger(cfg, "sdk-agent", token_key)
 
 
 def build(cfg):
-    remote = cfg["remote"]
-
-    def create_refund(order_id, amount_cents):
-        r = requests.post(f"{remote}/refunds", json={"order_id": order_id, "amount_cents": amount_cents,
-                                                     "key": current_operation_key()}, timeout=60)
-        r.raise_for_status()
-        return {"remote_id": r.json()["id"], "order_id": order_id, "amount_cents": amount_cents}
-
-    def find_refund(operation_key, order_id, amount_cents):
-        r = requests.get(f"{remote}/refunds", params={"key": operation_key}, timeout=10)
-        r.raise_for_status()
-        hits = r.json()
-        return Found(hits[0]["id"], {"order_id": order_id, "found_by": "lookup"}) if hits else ABSENT
+    create_refund, find_refund = agent_common.refunds_api(cfg["remote"])
 
     if not cfg["gated"]:
         @function_tool(needs_approval=bool(cfg["approval"]))

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parents[1] / "stack")]
+sys.path[:0] = [str(HERE), str(HERE.parent), str(HERE.parents[1] / "stack")]
 
 from cases import LookupStack, cases, results_dir, run_cases, table  # noqa: E402
 from pipeline_stack import REPO  # noqa: E402

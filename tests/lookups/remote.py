@@ -37,8 +37,9 @@ from __future__ import annotations
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, quote, unquote, urlsplit
+
+from support.remote_server import serve
 
 SLOW_S = 5.0
 LIST_SHAPES = ("bare", "data", "results", "items", "paginated", "stripe", "ignored")
@@ -56,25 +57,7 @@ class ShapesRemote:
         self.arrivals: list[dict] = []  # every POST, committed or not
         self.lookups: list[dict] = []
         self._commit("other-1", OTHER["key"])
-        remote = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *_a):
-                pass
-
-            def do_POST(self):
-                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                remote._write(self, raw)
-
-            def do_GET(self):
-                remote._get(self)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server, self.url = serve(self._write, self._get)
 
     def close(self):
         self.server.shutdown()

@@ -45,8 +45,9 @@ from __future__ import annotations
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote
+
+from support.remote_server import serve
 
 DELAY_S = 0.6
 SLOW_S = 7.0
@@ -66,25 +67,7 @@ class RecordingRemote:
         self._released = threading.Event()
         self._held = threading.Condition(self._lock)
         self.held = 0
-        remote = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *_a):
-                pass
-
-            def do_POST(self):
-                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                remote._write(self, raw)
-
-            def do_GET(self):
-                remote._lookup(self)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server, self.url = serve(self._write, self._lookup)
 
     # ------------------------------------------------------------------ what the tests read
 
