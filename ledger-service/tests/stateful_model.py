@@ -244,6 +244,11 @@ class Model:
             return [Outcome(Err(404, "operation_not_found"))]
         if op.state == "CONFIRMED":
             return [Outcome(Ok() if op.remote_id == remote_id else Err(409, "receipt_conflict"))]
+        if op.state in CONFIRMABLE and token == op.token and token < self.jobs[op.job].token:
+            # The attempt's own answer after a takeover settles it (reconciliation/attempts.py settle_own).
+            def settle(m):
+                m.ops[key].state, m.ops[key].remote_id = "CONFIRMED", remote_id
+            return [Outcome(Ok(), settle)]
         return self._moved(key, token, CONFIRMABLE, "CONFIRMED", remote_id=remote_id)
 
     def fail(self, key, token, retryable, halt=False):

@@ -171,62 +171,69 @@ def test_attempts_batch_confirm_from_another_execution_is_not_confirmed(client):
     assert len(moves(events(client, key), "CONFIRMED")) == 0
 
 
-def _fenced_out(client):
+def _taken_over(client):
     """Defect 11: A begins and writes, B takes over and begins (reconcile: no reconciler yet, or
-    A's write is still in flight), A's confirm is stale."""
+    A's write is still in flight)."""
     tok_a = lease(client, owner="a")
     key = begin(client, tok_a, n8n(20))["operation"]["operation_key"]
     tok_b = lease(client, owner="b", takeover=True)
     assert begin(client, tok_b, n8n(21))["decision"] == "reconcile"
+    return key, tok_a, tok_b
+
+
+def test_attempts_fenced_out_answer_of_its_own_attempt_settles_the_step(client):
+    """Issue 37: A's confirm after the takeover is the answer of the attempt in flight (same
+    attempt, its token, its execution): CONFIRMED, and B reads Done Before. Nobody reviews it."""
+    key, tok_a, tok_b = _taken_over(client)
     r = confirm(client, key, tok_a, "order-1", n8n(20))
+    assert r.status_code == 200 and r.get_json()["operation"]["state"] == "CONFIRMED", r.get_json()
+    out = begin(client, tok_b, n8n(21))
+    assert (out["decision"], out["receipt"]["remote_id"]) == ("reuse_receipt", "order-1"), out
+    evs = events(client, key)
+    assert len(moves(evs, "SENT")) == 1 and len(moves(evs, "CONFIRMED")) == 1
+    assert moves(evs, "CONFIRMED")[0]["detail"]["reason"] == "own_answer_after_takeover"
+    assert confirm(client, key, tok_a, "order-1", n8n(20)).status_code == 200  # a retried confirm: the same
+
+
+def test_attempts_fenced_out_failure_or_unknown_does_not_settle(client):
+    """Only a receipt settles: A's stale unknown is kept as evidence and refused, as before."""
+    key, tok_a, tok_b = _taken_over(client)
+    r = client.post(f"/v1/operations/{quote(key, safe='')}/unknown", headers=n8n(20),
+                    json={"fencing_token": tok_a, "error": {"message": "timeout"}})
+    assert (r.status_code, r.get_json()["error"]["code"]) == (409, "stale_fencing_token")
+    assert len(moves(events(client, key), "CONFIRMED")) == 0
+
+
+def test_attempts_stale_receipt_of_another_execution_is_the_review_candidate(client):
+    """A Retry of A (another execution, A's token: Save Execution Progress) wrote again: its
+    receipt does not settle the attempt, it is the review's candidate, one click away."""
+    key, tok_a, tok_b = _taken_over(client)
+    r = confirm(client, key, tok_a, "order-2", n8n(22))
     assert r.status_code == 409 and r.get_json()["error"]["code"] == "stale_fencing_token"
     details = r.get_json()["error"]["details"]
-    assert (details["receipt_kept"], details["remote_id"], details["state"]) == (True, "order-1", "SENT")
-    evs = events(client, key)
+    assert (details["receipt_kept"], details["remote_id"], details["state"]) == (True, "order-2", "SENT")
     assert [(k["standing"], k["remote_id"], k["current_attempt"]) for k in kept_stale()] == \
-        [("stale_fencing_token", "order-1", True)]
-    assert len(moves(evs, "CONFIRMED")) == 0 and len([e for e in evs if e["to_state"] == "SENT"]) == 1
-    return key, tok_b
-
-
-def test_attempts_stale_receipt_is_verified_by_the_new_owners_reconciliation(client, reconciler):
-    key, tok_b = _fenced_out(client)
-    scripted = reconciler()
-    out = begin(client, tok_b, n8n(21))  # the new owner runs again: the reconciler verifies A's receipt
-    assert (out["decision"], out["receipt"]["remote_id"]) == ("reuse_receipt", "order-1"), out
-    assert scripted.verified == ["order-1"]
-    evs = events(client, key)
-    assert len(moves(evs, "SENT")) == 1 and len(moves(evs, "CONFIRMED")) == 1  # never dispatched twice
-    assert moves(evs, "CONFIRMED")[0]["detail"]["source"] == "kept_receipt"
-
-
-def test_attempts_stale_receipt_not_verified_goes_to_an_editor_not_to_a_retry(client, reconciler):
-    key, tok_b = _fenced_out(client)
-    reconciler(exists=False)
-    out = begin(client, tok_b, n8n(21))
-    assert (out["decision"], out["operation"]["state"]) == ("needs_review", "NEEDS_REVIEW"), out
-    assert len(moves(events(client, key), "SENT")) == 1 and len(moves(events(client, key), "FAILED")) == 0
-
-
-def test_attempts_stale_receipt_without_reconciler_is_the_review_candidate(client):
-    key, tok_b = _fenced_out(client)
+        [("stale_fencing_token", "order-2", False)]
     r = client.post(f"/v1/operations/{quote(key, safe='')}/reconcile", headers=EDITOR)  # what the sweeper does
     assert r.get_json()["operation"]["state"] == "NEEDS_REVIEW"
     item = client.get(f"/v1/reviews/{quote(key, safe='')}", headers=EDITOR).get_json()
     assert [(c["id"], c["standing"], c["execution_id"]) for c in item["candidates"]] == \
-        [("order-1", "stale_fencing_token", "20")]
+        [("order-2", "stale_fencing_token", "22")]
     r = client.post(f"/v1/reviews/{quote(key, safe='')}/resolve", headers=EDITOR,
                     json={"decision": "confirm", "remote_id": item["candidates"][0]["id"]})  # one click
     assert r.get_json()["operation"]["state"] == "CONFIRMED"
     assert begin(client, tok_b, n8n(21))["decision"] == "reuse_receipt"
 
 
-def test_attempts_caller_lookup_absent_does_not_outvote_a_stale_receipt(client):
-    key, tok_b = _fenced_out(client)
+def test_attempts_own_answer_after_review_settles_it_and_lookup_absent_cannot_undo_it(client):
+    """B's lookup said absent while A's request was in flight (NEEDS_REVIEW: nothing can decide);
+    A's answer then arrives: CONFIRMED, and nothing is dispatched again."""
+    key, tok_a, tok_b = _taken_over(client)
     r = client.post(f"/v1/operations/{quote(key, safe='')}/lookup-result", headers=n8n(21),
-                    json={"fencing_token": tok_b, "attempt": 1, "result": "absent"})
-    assert r.status_code == 200, r.get_json()
-    assert r.get_json()["decision"] == "needs_review"
+                    json={"fencing_token": tok_b, "attempt": 1, "result": "undecidable"})
+    assert r.get_json()["operation"]["state"] == "NEEDS_REVIEW", r.get_json()
+    assert confirm(client, key, tok_a, "order-1", n8n(20)).get_json()["operation"]["state"] == "CONFIRMED"
+    assert begin(client, tok_b, n8n(21))["decision"] == "reuse_receipt"
     evs = events(client, key)
     assert len(moves(evs, "SENT")) == 1 and len(moves(evs, "FAILED")) == 0
 

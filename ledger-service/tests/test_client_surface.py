@@ -170,7 +170,9 @@ def test_surface_outcome_is_classified_by_the_ledger(ledger, other):
     refused(ValidationFailed, job.outcome, busy.operation_key, http_status=99)
     refused(ValidationFailed, job.outcome, busy.operation_key, error_kind="eaten_by_a_grue")
     other.job(job_id, owner="worker-b", takeover=True)
-    refused(StaleFencingToken, job.outcome, timeout.operation_key, http_status=200, remote_id="5")
+    refused(StaleFencingToken, job.outcome, timeout.operation_key, http_status=422)  # a stale failure: refused
+    # The attempt's own answer after the takeover settles it (reconciliation/attempts.py settle_own).
+    assert job.outcome(timeout.operation_key, http_status=200, remote_id="5")["operation"]["state"] == "CONFIRMED"
 
 
 def test_surface_lookup_result_settles_then_gates_again(ledger, other):

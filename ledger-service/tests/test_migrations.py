@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent / "durable-ledger"
 EXPECTED_MIGRATIONS = ["0001_baseline_0_1_0", "0002_approval_denials_and_waits", "0003_unambiguous_key_lookups",
                        "0004_attempt_dispatcher", "0005_console_sessions", "0006_operation_field_digests",
-                       "0007_no_redundant_job_indexes"]
+                       "0007_no_redundant_job_indexes", "0008_lease_liveness"]
 
 
 @pytest.fixture(scope="session")
@@ -272,7 +272,7 @@ def test_m0006_adds_field_digests_to_a_version_5_database(fresh_url):
                        " created_at, updated_at) VALUES ('acme', 'k', %s, 1, 'a', 'd', 'CONFIRMED', 1, 3, 1, %s,"
                        " 0, 0, 0)".replace("%s", "?" if fresh_url.startswith("sqlite") else "%s"), (job, False))
     out = migrate_schema()
-    assert out["applied"] == ["0006_operation_field_digests", "0007_no_redundant_job_indexes"]
+    assert out["applied"] == ["0006_operation_field_digests", "0007_no_redundant_job_indexes", "0008_lease_liveness"]
     with db.connection_context():
         op = Operation.get()
         assert (op.operation_key, op.request_hash, op.field_digests) == ("k", "d", None)
@@ -291,18 +291,39 @@ def test_m0007_drops_the_job_indexes_another_index_leads_with(fresh_url):
         schema = Schema(db.obj)
         schema.add_index("operation", ["job_id"])
         schema.add_index("operation_event", ["job_id"])
-        SchemaVersion.delete().where(SchemaVersion.version == 7).execute()
+        SchemaVersion.delete().where(SchemaVersion.version >= 7).execute()
         before = schema.indexes("operation") | schema.indexes("operation_event")
         job = Job.insert(tenant="acme", job_id="v6", created_at=0, updated_at=0).execute()
         op = Operation.insert(tenant="acme", operation_key="k", job=job, task_version=1, action="a",
                               request_hash="d", state="SENT", fencing_token=1, created_at=0, updated_at=0).execute()
         OperationEvent.insert(operation=op, job=job, to_state="SENT", actor="t", created_at=0).execute()
     assert {"operation_job_id", "operation_event_job_id"} <= before
-    assert migrate_schema()["applied"] == ["0007_no_redundant_job_indexes"]
+    assert migrate_schema()["applied"] == ["0007_no_redundant_job_indexes", "0008_lease_liveness"]
     with db.connection_context():
         after = schema.indexes("operation") | schema.indexes("operation_event")
         assert {"operation_job_id", "operation_event_job_id"} & after == set()
         assert {"operation_job_id_state", "operation_event_job_id_to_state"} <= after
         Job.delete().where(Job.id == job).execute()
         assert (Operation.select().count(), OperationEvent.select().count()) == (0, 0)
+    db.close()
+
+
+def test_m0008_adds_lease_liveness_to_a_version_7_database(fresh_url):
+    """A version 7 database (lease without `live_until`) gets the column; a lease stored before
+    has no liveness (None): a takeover that respects liveness takes it at once, as before."""
+    from durable_ledger.store.migrations import Schema, SchemaVersion, migrate_schema
+    from durable_ledger.store.models import Job, Lease
+
+    init_database(fresh_url)
+    migrate_schema()
+    with db.connection_context():
+        Schema(db.obj).drop_column("lease", "live_until")
+        SchemaVersion.delete().where(SchemaVersion.version >= 8).execute()
+        job = Job.insert(tenant="acme", job_id="v7", created_at=0, updated_at=0).execute()
+        db.execute_sql("INSERT INTO lease (job_id, owner, fencing_token, expires_at, acquired_at) VALUES (%s, 'o', 3,"
+                       " 9e9, 0)".replace("%s", "?" if fresh_url.startswith("sqlite") else "%s"), (job,))
+    assert migrate_schema()["applied"] == ["0008_lease_liveness"]
+    with db.connection_context():
+        lease = Lease.get()
+        assert (lease.owner, lease.fencing_token, lease.live_until) == ("o", 3, None)
     db.close()

@@ -138,3 +138,65 @@ def test_start_one_winner_among_concurrent_starts(database, tmp_path):
     assert all(a[0] == 409 and a[1] in ("lease_held", "task_version_lower") for a in answers if a not in winners)
     acts = _actions("race")
     assert acts.count("job_created") == 1 and acts.count("lease_acquired") == 1 and acts.count("version_bumped") == 0
+
+
+# --- liveness (issue 37): a takeover that waits for a live holder
+
+
+def _waiting(owner, **extra):
+    return {"owner": owner, "takeover": True, "if_live": "wait", "live_s": 10, **extra}
+
+
+def test_start_takeover_waits_for_a_live_holder_and_writes_nothing(client):
+    first = _start(client, _waiting("exec-1")).get_json()
+    assert first["holder_working"] is True and first["live_until"]
+    r = _start(client, _waiting("exec-2", task_version=2))
+    err = r.get_json()["error"]
+    assert (r.status_code, err["code"], err["details"]["owner"], err["details"]["fencing_token"]) == (
+        409, "holder_live", "exec-1", 1)
+    assert 0 < err["details"]["retry_after_s"] <= 1
+    # nothing written: no takeover, no version, no timeline entry per poll
+    assert client.get("/v1/jobs/sj", headers=auth()).get_json()["task_version"] == 1
+    assert _actions() == ["job_created", "lease_acquired"]
+
+
+def test_start_takeover_of_a_holder_whose_heartbeat_lapsed_is_at_once(client):
+    first = _start(client, _waiting("exec-1")).get_json()
+    beat = client.post("/v1/jobs/sj/lease/renew", headers=auth(),
+                       json={"owner": "exec-1", "fencing_token": first["fencing_token"], "live_s": 0})
+    assert beat.status_code == 200 and beat.get_json()["holder_working"] is False
+    r = _start(client, _waiting("exec-2"))
+    assert (r.status_code, r.get_json()["owner"], r.get_json()["fencing_token"]) == (200, "exec-2", 2)
+    assert _actions()[-1] == "lease_taken_over"
+    # the old holder's next heartbeat is refused: it was taken over
+    late = client.post("/v1/jobs/sj/lease/renew", headers=auth(),
+                       json={"owner": "exec-1", "fencing_token": 1, "live_s": 10})
+    assert (late.status_code, late.get_json()["error"]["code"]) == (409, "lease_lost")
+
+
+def test_start_heartbeat_keeps_the_holder_live(client):
+    _start(client, {**_waiting("exec-1"), "live_s": 0})
+    beat = client.post("/v1/jobs/sj/lease/renew", headers=auth(),
+                       json={"owner": "exec-1", "fencing_token": 1, "live_s": 10})
+    assert beat.get_json()["holder_working"] is True
+    assert _start(client, _waiting("exec-2")).get_json()["error"]["code"] == "holder_live"
+
+
+def test_start_takeover_without_liveness_fences_out_as_before(client):
+    """A holder that never beat (an API client, Start Job before 1.4) and a caller that does not
+    wait (if_live absent: take_over) keep the old rule: taken over at once."""
+    _start(client, {"owner": "exec-1"})
+    assert _start(client, _waiting("exec-2")).get_json()["fencing_token"] == 2
+    r = _start(client, {"owner": "exec-3", "takeover": True})  # exec-2 is live, but this caller forces
+    assert (r.status_code, r.get_json()["fencing_token"]) == (200, 3)
+
+
+def test_start_same_owner_renews_its_liveness(client):
+    _start(client, {**_waiting("exec-1"), "live_s": 0})
+    again = _start(client, _waiting("exec-1")).get_json()
+    assert (again["fencing_token"], again["holder_working"]) == (1, True)
+
+
+def test_start_liveness_out_of_range_is_refused(client):
+    r = _start(client, {"owner": "exec-1", "live_s": 7200})
+    assert r.status_code in (400, 422) and r.get_json()["error"]["code"]

@@ -61,6 +61,14 @@ def confirm(principal, key, fencing_token, remote_id, receipt=None, cost=None):
         )
     if remote_id in (None, ""):
         raise ValidationFailed("remote_id is required to confirm", {"field": "remote_id"})
+    lease = store.lease_of(op.job_id)
+    if lease is not None and fencing_token < lease.fencing_token and not cost \
+            and attempts.own_answer(op, fencing_token, execution, remote_id):
+        # Fenced out while its request was in flight, with the answer in hand: it settles the step.
+        settled = attempts.settle_own(principal, op, fencing_token, remote_id, receipt)
+        if settled is not None:
+            return settled
+        op = get_operation(principal.tenant, key)
     with attempts.kept_if_stale(principal, op, fencing_token, "confirm", remote_id, receipt):
         if attempts.foreign(op, execution) and op.state in ALLOWED["confirm"]:
             op = attempts.settle_foreign(principal, op, fencing_token, "confirm", remote_id, receipt)

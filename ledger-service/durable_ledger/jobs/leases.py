@@ -1,12 +1,26 @@
 """Leases with fencing tokens (why: durable_ledger/kernel/fencing.py, which checks them).
 
 Tokens only grow: takeover increments the row's token in a conditional UPDATE, release keeps it.
+
+Liveness beside the TTL (issue 37). The TTL says how long the lease stands without renewal; it
+cannot tell a holder that is still writing from one that crashed (n8n never releases, a killed
+execution cannot), so a takeover either waited the whole TTL or fenced out a live writer. A
+holder that beats says more: ``live_until`` is "I am working until then", pushed forward on every
+heartbeat (`renew` with ``live_s``), as Temporal's activity heartbeats against a heartbeat timeout:
+
+    holder A   start(live 10 s) | beat | beat | beat | confirm, beat(live 3 s) . . . . . (idle)
+    caller B   start(takeover, if_live=wait): 409 holder_live ... 409 ...  | start: taken over
+                                                                   A's live_until passed ^
+
+A dead holder stops beating and is taken over at most ``live_s`` after its last beat; a live one
+is never fenced out by a caller that respects liveness. ``live_until`` None (an API client, Start
+Job before node 1.4): no liveness, taken over at once, as before.
 """
 
 import time
 
 from .. import store
-from ..kernel.errors import LeaseHeld, LeaseLost, ValidationFailed
+from ..kernel.errors import HolderLive, LeaseHeld, LeaseLost, ValidationFailed
 from ..kernel.n8n_context import stamp
 from ..store import jobs as job_rows
 from ..store.audit import record_refusal
@@ -79,11 +93,43 @@ def held_refusal(tenant, job, lease, owner, actor, now):
     return exc
 
 
-def renew_lease(tenant, job_id, owner, fencing_token, ttl_s, now=None):
+IF_LIVE_TAKE_OVER, IF_LIVE_WAIT = "take_over", "wait"
+MAX_LIVE_S = 3600
+
+
+def live_until(now, live_s):
+    """The liveness a holder asks for (``live_s`` seconds from ``now``; 0: idle now), or None."""
+    if live_s is None:
+        return None
+    if not (0 <= live_s <= MAX_LIVE_S):
+        raise ValidationFailed(f"live_s must be between 0 and {MAX_LIVE_S}", {"field": "live_s"})
+    return now + live_s
+
+
+def holder_is_live(lease, now):
+    """Is the lease's holder working now, by its own heartbeats (not by the TTL)?"""
+    return lease.expires_at > now and lease.live_until is not None and lease.live_until > now
+
+
+def live_refusal(job, lease, now):
+    """409 holder_live: a takeover that respects liveness met a holder still working. The caller
+    asks again after ``retry_after_s``; nothing is written (a wait, not a refusal: no timeline entry
+    per poll)."""
+    wait = max(0.0, lease.live_until - now)
+    return HolderLive(
+        f"job '{job.job_id}' is being worked on by '{lease.owner}' (its last heartbeat says it is working for "
+        f"another {wait:.1f} s); wait for it to finish, then start again: its steps answer Done Before",
+        {"owner": lease.owner, "fencing_token": lease.fencing_token, "live_until": lease.live_until,
+         "live_until_iso": iso(lease.live_until), "retry_after_s": round(min(wait, 1.0), 3)},
+    )
+
+
+def renew_lease(tenant, job_id, owner, fencing_token, ttl_s, now=None, live_s=None):
+    """Extend the holder's lease; with ``live_s`` also its liveness (a heartbeat; 0: idle now)."""
     ttl_s = check_ttl(ttl_s)
     job = get_job(tenant, job_id)
     now_ = time.time() if now is None else now
-    n = job_rows.set_held_lease_expiry(job.id, owner, fencing_token, now_ + ttl_s)
+    n = job_rows.set_held_lease_expiry(job.id, owner, fencing_token, now_ + ttl_s, live_until(now_, live_s))
     if n != 1:
         lease = store.lease_of(job.id)
         raise LeaseLost(

@@ -80,7 +80,8 @@ def renew(job_id):
     who = principal().require("runner")
     body = schemas.load(schemas.LeaseRenewSchema, request)
     ttl = body["ttl_s"] or config().default_lease_ttl_s
-    _, lease = leases.renew_lease(who.tenant, job_id, body["owner"], body["fencing_token"], ttl)
+    _, lease = leases.renew_lease(who.tenant, job_id, body["owner"], body["fencing_token"], ttl,
+                                  live_s=body["live_s"])
     return jsonify(lease_dict(lease))
 
 

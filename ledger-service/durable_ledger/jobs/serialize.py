@@ -27,6 +27,9 @@ def lease_dict(lease, now=None):
         "fencing_token": lease.fencing_token,
         "expires_at": iso(lease.expires_at),
         "live": lease.expires_at > now,
+        # The holder's own word (heartbeats) that it is working until then; None: it never said.
+        "live_until": iso(getattr(lease, "live_until", None)),
+        "holder_working": lease.expires_at > now and (getattr(lease, "live_until", None) or 0) > now,
     }
 
 

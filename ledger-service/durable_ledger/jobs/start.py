@@ -25,7 +25,7 @@ from ..kernel.errors import LeaseHeld, TaskVersionLower
 from ..store import jobs as job_rows
 from ..store.db import IntegrityError, write_txn
 from .jobs import check_spec
-from .leases import check_ttl, held_refusal
+from .leases import IF_LIVE_TAKE_OVER, check_ttl, held_refusal, holder_is_live, live_refusal, live_until
 
 ATTEMPTS = 5
 LOWER_REFUSE, LOWER_KEEP = "refuse", "keep"
@@ -44,28 +44,39 @@ class _Raced(Exception):
     """A conditional UPDATE lost to a concurrent writer: run the transaction again."""
 
 
+class _Live(_Held):
+    """A live holder (recent heartbeat) met by a takeover that waits for it: 409 holder_live."""
+
+
 def start_job(tenant, job_id, owner, ttl_s, *, takeover=False, task_version=1, pipeline="generic",
-              phases=None, budgets=None, policy_hash=None, if_lower=LOWER_REFUSE, actor="system"):
+              phases=None, budgets=None, policy_hash=None, if_lower=LOWER_REFUSE, actor="system",
+              live_s=None, if_live=IF_LIVE_TAKE_OVER):
     """Returns (job, lease, created). ``task_version`` creates the job at that version; on an
     existing job a higher one is started under the new token, the current one changes nothing,
     and a lower one is refused (409 `task_version_lower`, before the lease is touched) unless
-    ``if_lower`` is ``"keep"``: then the job goes on at its own version (Start Job 1 and 1.1)."""
+    ``if_lower`` is ``"keep"``: then the job goes on at its own version (Start Job 1 and 1.1).
+    ``live_s``: the new holder is working for that long (then its heartbeats say so, leases.py);
+    ``if_live="wait"``: a takeover of a holder that is still working is refused with 409
+    `holder_live` (nothing written) instead of fencing it out."""
     ttl_s = check_ttl(ttl_s)
     spec = {"task_version": task_version, "pipeline": pipeline, "phases": phases,
             "budgets": budgets or {}, "policy_hash": policy_hash}
+    liveness = {"live_s": live_s, "if_live": if_live}
     for _ in range(ATTEMPTS):
         now = time.time()
         try:
             with write_txn():
-                return _start_txn(tenant, job_id, owner, ttl_s, takeover, spec, if_lower, actor, now)
+                return _start_txn(tenant, job_id, owner, ttl_s, takeover, spec, if_lower, actor, now, liveness)
         except (IntegrityError, _Raced):
             continue
+        except _Live as held:
+            raise live_refusal(held.job, held.lease, now) from None
         except _Held as held:
             raise held_refusal(tenant, held.job, held.lease, owner, actor, now) from None
     raise LeaseHeld("lease is contended; retry", {})
 
 
-def _start_txn(tenant, job_id, owner, ttl_s, takeover, spec, if_lower, actor, now):
+def _start_txn(tenant, job_id, owner, ttl_s, takeover, spec, if_lower, actor, now, liveness):
     job, created = _job_txn(tenant, job_id, spec, actor, now)
     asked = spec["task_version"]
     if asked < job.task_version and if_lower != LOWER_KEEP:
@@ -73,7 +84,7 @@ def _start_txn(tenant, job_id, owner, ttl_s, takeover, spec, if_lower, actor, no
             f"job '{job_id}' is at task version {job.task_version}; version {asked} cannot be started again "
             f"(versions only go up): set Task Version to {job.task_version} or higher, or use a new Job ID",
             {"field": "task_version", "given": asked, "current": job.task_version})
-    lease = _lease_txn(tenant, job, owner, ttl_s, takeover, actor, now)
+    lease = _lease_txn(tenant, job, owner, ttl_s, takeover, actor, now, liveness)
     if asked > job.task_version:
         job = _version_txn(tenant, job, asked, actor, now)
     return job, lease, created
@@ -87,23 +98,29 @@ def _job_txn(tenant, job_id, spec, actor, now):
     return job_rows.insert_job(tenant, job_id, spec, actor, now), True
 
 
-def _lease_txn(tenant, job, owner, ttl_s, takeover, actor, now):
+def _lease_txn(tenant, job, owner, ttl_s, takeover, actor, now, liveness):
     """As `leases.acquire_lease`: same owner and live: extend, same token; another owner's live
-    lease: refused unless ``takeover``; expired or taken over: the next token."""
+    lease: refused unless ``takeover``; expired or taken over: the next token. With ``if_live``
+    "wait", a holder still beating is not taken over (`_Live`): its liveness lapses within the
+    ``live_s`` it asked for after its last heartbeat, then this takeover goes through."""
+    alive = live_until(now, liveness["live_s"])
     lease = store.lease_of(job.id)
     if lease is None:
-        lease = job_rows.insert_lease(job.id, owner, now + ttl_s, now)
+        lease = job_rows.insert_lease(job.id, owner, now + ttl_s, now, alive)
         job_rows.log_job_event(tenant, job.id, actor, "lease_acquired", {"owner": owner, "fencing_token": 1}, now)
         return lease
     live = lease.expires_at > now
     if live and lease.owner == owner:
-        _updated(job_rows.extend_lease(lease.id, lease.fencing_token, now + ttl_s))
+        _updated(job_rows.extend_lease(lease.id, lease.fencing_token, now + ttl_s, alive))
         lease.expires_at = now + ttl_s
+        lease.live_until = alive if alive is not None else lease.live_until
         return lease
     if live and not takeover:
         raise _Held(job, lease)
+    if liveness["if_live"] != IF_LIVE_TAKE_OVER and holder_is_live(lease, now):
+        raise _Live(job, lease)
     new_token = lease.fencing_token + 1
-    _updated(job_rows.take_over_lease(lease.id, lease.fencing_token, owner, new_token, now + ttl_s, now))
+    _updated(job_rows.take_over_lease(lease.id, lease.fencing_token, owner, new_token, now + ttl_s, now, alive))
     job_rows.log_job_event(tenant, job.id, actor, "lease_taken_over" if live else "lease_acquired",
                            {"owner": owner, "previous_owner": lease.owner, "fencing_token": new_token}, now)
     return job_rows.lease_by_pk(lease.id)

@@ -94,6 +94,13 @@ class LeaseHeld(LedgerError):
     code, http_status = "lease_held", 409
 
 
+class HolderLive(LedgerError):
+    """A takeover that respects liveness met a holder that is still working (its heartbeat is
+    recent): wait and ask again, nothing was written."""
+
+    code, http_status = "holder_live", 409
+
+
 class LeaseLost(LedgerError):
     """The caller's lease was taken over or released; it must acquire a new one."""
 

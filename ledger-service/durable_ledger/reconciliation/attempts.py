@@ -15,9 +15,21 @@ when nothing can decide) with the receipt kept as evidence. Callers without an e
 (Python clients, curl) are bound by the fencing token alone, as before.
 
 A fenced-out worker's receipt (its token is stale: another execution took the job over while it
-was writing) is kept as evidence too, never as authority: the new owner's reconciliation
-verifies it with the remote (`owner_receipts`), and the review queue shows it as the candidate
-remote id (`review_candidates`), so a known outcome never needs a person to find it again.
+was writing) settles the step when it is the answer of the attempt in flight (`settle_own`): the
+same attempt, dispatched under that token by that execution, confirmed with a remote id. The
+fencing token keeps a stale holder from *starting* anything; the answer to a request it sent while
+it held the lease is the attempt's own outcome, and nobody else has it:
+
+    execution 10: Start Job (token 4), begin: SENT (attempt 1, by 10), POST ... (1.5 s) ......
+    execution 11: Start Job: takes over (token 5), begin: SENT, outcome unknown -> looks up
+    remote:                                                              order #1 committed
+    execution 10: confirm(token 4, #1): same attempt, same execution -> CONFIRMED
+    execution 11: begin again / next run: Done Before (#1); nobody reviews an order made right
+
+Any other stale report (a failure, an unknown, an older attempt's late receipt, another
+execution's) is kept as evidence, never as authority: the new owner's reconciliation verifies it
+with the remote (`owner_receipts`), and the review queue shows it as the candidate remote id
+(`review_candidates`), so a known outcome never needs a person to find it again.
 """
 
 import time
@@ -135,6 +147,31 @@ def keep_stale(principal, op, token, kind, remote_id=None, receipt=None, error=N
                   stamp({"operation_key": op.operation_key, "reason": STALE, "state": cur.state,
                          "remote_id": entry["remote_id"], "receipt_kept": entry}))
     return entry
+
+
+SETTLES = (S.SENT, S.UNKNOWN, S.NEEDS_REVIEW)
+
+
+def own_answer(op, token, execution_id, remote_id):
+    """Is this confirm the answer of the attempt in flight, from the caller that dispatched it
+    (under ``token``, by ``execution_id``), whatever happened to the lease since?"""
+    return (op.state in SETTLES and token is not None and token == op.fencing_token
+            and not foreign(op, execution_id) and remote_id not in (None, ""))
+
+
+def settle_own(principal, op, token, remote_id, receipt=None):
+    """The attempt's own receipt after a takeover: CONFIRMED under the token it was dispatched
+    with (the lease fence is not asked; the state and attempt the row was read in are). Returns
+    the operation, or None when it moved meanwhile (the caller answers as before)."""
+    detail = stamp({"remote_id": str(remote_id), "reason": "own_answer_after_takeover",
+                    "dispatched_by": getattr(op, "dispatched_by", None)})
+    try:
+        store.transition(op, token, S.CONFIRMED, {"remote_id": str(remote_id), "receipt": receipt or {},
+                                                  "last_error": None},
+                         principal.actor, detail, time.time(), fenced=False)
+    except InvalidTransition:
+        return None
+    return store.get_operation(principal.tenant, op.operation_key)
 
 
 @contextmanager

@@ -101,7 +101,7 @@ def confirm(tenant, key, token, remote_id, receipt, actor, detail, execution_id=
                               json_codec.db_value(detail), actor, now, execution_id)
 
 
-def transition(op, token, to_state, fields, actor, detail, now, before=None):
+def transition(op, token, to_state, fields, actor, detail, now, before=None, fenced=True):
     """Move ``op`` from the state it was read in to ``to_state`` if ``token`` is current.
 
     Every transition is a conditional UPDATE whose WHERE names the state it leaves, inside a
@@ -113,11 +113,15 @@ def transition(op, token, to_state, fields, actor, detail, now, before=None):
 
     With the lock the takeover's UPDATE of the lease waits for A's transaction.
     ``before`` runs first inside the transaction (an extra check that must see the same lock).
+    ``fenced=False``: the attempt's own answer after a takeover (reconciliation/attempts.py
+    `settle_own`); the state and attempt conditions below still hold it to the attempt it read.
     """
     with write_txn():
         if before is not None:
             before()
-        check_fence(_backend().lease_locked(op.job_id), token)
+        lease = _backend().lease_locked(op.job_id)
+        if fenced:
+            check_fence(lease, token)
         # The attempt too: SENT (attempt 1) can become SENT (attempt 2) between our read and
         # this write (reconciled absent, claimed again), and an outcome is for the attempt we read.
         n = (Operation.update(state=to_state, updated_at=now, **fields)

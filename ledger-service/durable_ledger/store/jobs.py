@@ -119,9 +119,10 @@ def resume_attempts_of_tenant(tenant):
 # --- leases
 
 
-def insert_lease(job_pk, owner, expires_at, now):
+def insert_lease(job_pk, owner, expires_at, now, live_until=None):
     """The job's first lease row, fencing token 1. Raises IntegrityError when the job has one."""
-    return Lease.create(job=job_pk, owner=owner, fencing_token=1, expires_at=expires_at, acquired_at=now)
+    return Lease.create(job=job_pk, owner=owner, fencing_token=1, expires_at=expires_at, acquired_at=now,
+                        live_until=live_until)
 
 
 def lease_by_pk(lease_pk):
@@ -129,22 +130,31 @@ def lease_by_pk(lease_pk):
     return Lease.get_by_id(lease_pk)
 
 
-def extend_lease(lease_pk, token, expires_at):
-    """The lease's expiry moved, conditional on its token still being ``token``: rows changed."""
-    return (Lease.update(expires_at=expires_at)
+def extend_lease(lease_pk, token, expires_at, live_until=None):
+    """The lease's expiry (and liveness, when given) moved, conditional on its token still being
+    ``token``: rows changed."""
+    fields = {Lease.expires_at: expires_at}
+    if live_until is not None:
+        fields[Lease.live_until] = live_until
+    return (Lease.update(fields)
             .where(Lease.id == lease_pk, Lease.fencing_token == token).execute())
 
 
-def take_over_lease(lease_pk, token, owner, new_token, expires_at, now):
+def take_over_lease(lease_pk, token, owner, new_token, expires_at, now, live_until=None):
     """The lease given to ``owner`` with ``new_token``, conditional on its token still being
     ``token`` (two takers race for one increment): rows changed (0 or 1)."""
-    return (Lease.update(owner=owner, fencing_token=new_token, expires_at=expires_at, acquired_at=now)
+    return (Lease.update(owner=owner, fencing_token=new_token, expires_at=expires_at, acquired_at=now,
+                         live_until=live_until)
             .where(Lease.id == lease_pk, Lease.fencing_token == token).execute())
 
 
-def set_held_lease_expiry(job_pk, owner, token, expires_at):
-    """The expiry of the job's lease if ``owner`` holds it with ``token``: rows changed (0 or 1)."""
-    return (Lease.update(expires_at=expires_at)
+def set_held_lease_expiry(job_pk, owner, token, expires_at, live_until=None):
+    """The expiry (and liveness, when given) of the job's lease if ``owner`` holds it with
+    ``token``: rows changed (0 or 1)."""
+    fields = {Lease.expires_at: expires_at}
+    if live_until is not None:
+        fields[Lease.live_until] = live_until
+    return (Lease.update(fields)
             .where(Lease.job == job_pk, Lease.owner == owner, Lease.fencing_token == token)
             .execute())
 

@@ -84,6 +84,8 @@ class Lease(BaseModel):
     fencing_token = IntegerField()
     expires_at = DoubleField()
     acquired_at = DoubleField()
+    # The holder is working until then (heartbeats; jobs/leases.py). None: it never said.
+    live_until = DoubleField(null=True)
 
 
 class Operation(BaseModel):

@@ -171,12 +171,19 @@ class StartSchema(Strict):
     # "refuse": a task_version lower than the job's is 409 task_version_lower; "keep": the job goes on
     # at its own version (what Start Job 1 and 1.1 do).
     if_lower = fields.String(load_default="refuse", validate=validate.OneOf(["refuse", "keep"]))
+    # The new holder is working for live_s seconds (then its heartbeats: renew with live_s).
+    live_s = _number(rules.LIVE_S, load_default=None, allow_none=True)
+    # "take_over": takeover fences out any holder (as before); "wait": a holder whose heartbeat is
+    # recent is not taken over, 409 holder_live, and the caller asks again.
+    if_live = fields.String(load_default="take_over", validate=validate.OneOf(["take_over", "wait"]))
 
 
 class LeaseRenewSchema(Strict):
     owner = SharedStr(rules.OWNER, required=True, validate=_key)
     fencing_token = _token()
     ttl_s = _number(rules.TTL_S, load_default=None)
+    # A heartbeat: the holder is working for live_s more seconds (0: it is idle now).
+    live_s = _number(rules.LIVE_S, load_default=None, allow_none=True)
 
 
 class LeaseReleaseSchema(Strict):
