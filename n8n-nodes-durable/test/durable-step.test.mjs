@@ -438,16 +438,15 @@ describe('record outcome', () => {
 		assert.equal((await begin(jobId, job.fencing_token))[0].length, 1);
 	});
 
-	test('record_outcome_stale_token_is_node_api_error_with_code', async () => {
+	test('record_outcome_fenced_out_answer_of_its_own_attempt_settles_it', async () => {
+		// Issue 37: the attempt's own receipt, reported after a takeover, is its outcome (no review).
 		const jobId = uniqueJob('stale-confirm');
 		const job = await startJob(jobId);
 		const d = (await begin(jobId, job.fencing_token))[0][0].json.durable;
-		await startJob(jobId, { owner: 'exec-B', startOptions: { takeover: true } });
-		await assert.rejects(record(one({ id: 'x' }), { operationKey: d.operation_key, fencingToken: d.fencing_token }), (err) => {
-			assert.equal(err.name, 'NodeApiError');
-			assert.match(err.message, /^stale_fencing_token: /);
-			return true;
-		});
+		const b = await startJob(jobId, { owner: 'exec-B', startOptions: { takeover: true } });
+		await record(one({ id: 'x' }), { operationKey: d.operation_key, fencingToken: d.fencing_token });
+		const again = await begin(jobId, b.fencing_token);
+		assert.equal(again[1][0].json.durable.remote_id, 'x');
 	});
 });
 

@@ -219,8 +219,8 @@ describe('gated http request', () => {
 		const [done, before, attention] = await run(jobId, 'slow', slow, undefined, 'exec-B');
 		assert.deepEqual([done.length, before.length], [0, 0]);
 		assert.equal(attention[0].durable.reason, 'in_flight_lookup', JSON.stringify(attention[0].durable));
-		const [, , aAttention] = await first; // A was fenced out by B: its receipt is kept as evidence
-		assert.equal(aAttention[0].durable.reason, 'stale_fencing_token');
+		const [aDone] = await first; // fenced out, but its answer is the attempt's own: it settles (issue 37)
+		assert.equal(aDone.length, 1, 'A: Done');
 		assert.equal(committed(jobId), 1, 'B never sent: one order');
 		await new Promise((r) => setTimeout(r, 3000)); // past A's timeout: the lookup decides now
 		const [, again] = await run(jobId, 'slow', slow, undefined, 'exec-C');
@@ -423,5 +423,36 @@ describe('gated http request', () => {
 		const jobId = uniqueJob('gr-badurl');
 		await assert.rejects(run(jobId, 'ok', { url: 'ftp://x/y' }), /"URL" must be an http/);
 		await assert.rejects(run(jobId, 'ok', { url: 'not a url' }), /"URL" is not a valid URL/);
+	});
+});
+
+describe('gated http request: the same trigger twice at once (node 1.4, issue 37)', () => {
+	async function execution(jobId, owner) {
+		const { out: started } = await runNode({
+			items: [{ json: {} }],
+			credentials: creds,
+			nodeVersion: 1.4,
+			executionId: owner,
+			params: { operation: 'startJob', jobId, taskVersion: 1, pipeline: 'generic', owner, startOptions: {} },
+		});
+		const job = started[0][0].json;
+		const params = gatedParams(job, 'hang', { gateOptions: { timeout: 5000 } });
+		const { out } = await runNode({ items: [{ json: { order: 7, ...job } }], credentials: creds, nodeVersion: 1.4, executionId: owner, params });
+		return { job, out: out.map((o) => o.map((x) => x.json)) };
+	}
+
+	test('the_duplicate_waits_for_the_live_holder_and_reads_done_before_one_write_no_failure', async () => {
+		const jobId = `twice-${process.pid}`;
+		const a = execution(jobId, 'n8n-exec-70');
+		await new Promise((r) => setTimeout(r, 50)); // 22-155 ms apart in n8n's reports
+		const began = Date.now();
+		const b = await execution(jobId, 'n8n-exec-71');
+		const first = await a;
+		assert.equal(committed(jobId), 1);
+		assert.equal(first.out[0].length, 1, JSON.stringify(first.out)); // Done
+		assert.equal(b.out[1].length, 1, JSON.stringify(b.out)); // Done Before, from A's receipt
+		assert.equal(b.out[1][0].durable.remote_id, first.out[0][0].durable.remote_id);
+		assert.equal(b.job.fencing_token, first.job.fencing_token + 1);
+		assert.ok(Date.now() - began >= 1400, 'the duplicate waited for the holder');
 	});
 });

@@ -79,8 +79,8 @@ describe('outputs', () => {
 		assert.deepEqual(names({ operation: 'recordOutcome' }, 1), ['Proceed', 'Done Before', 'Attention']);
 		assert.deepEqual(names({}, V), ['Proceed', 'Done Before', 'Attention']); // operation's default
 		const d = new DurableStep().description;
-		assert.deepEqual(d.version, [1, 1.1, 1.2, 1.3]);
-		assert.equal(d.defaultVersion, 1.3);
+		assert.deepEqual(d.version, [1, 1.1, 1.2, 1.3, 1.4]);
+		assert.equal(d.defaultVersion, 1.4);
 		assert.equal(d.outputs, OUTPUTS_EXPRESSION);
 		// The expression n8n evaluates is the same function, self-contained.
 		const body = OUTPUTS_EXPRESSION.slice(3, -2);
@@ -270,14 +270,15 @@ describe('record outcome routes', () => {
 		assert.equal(movesTo(await ledgerEvents(key), 'CONFIRMED').length, 1);
 	});
 
-	test('fenced_out_confirm_goes_to_needs_attention_and_the_receipt_is_kept', async () => {
+	test('a_fenced_out_confirm_of_another_execution_goes_to_needs_attention_and_the_receipt_is_kept', async () => {
 		const jobId = uniqueJob('rec-stale');
 		const token = await startJob(jobId);
 		const began = await run(beginParams(jobId, token, { routeToLookUp: false }), [{ json: { order: 1 } }], { executionId: '20' });
 		const key = began[0][0].json.durable.operation_key;
 		const newer = await run({ operation: 'startJob', jobId, owner: 'exec-B', startOptions: { takeover: true } });
 		assert.ok(newer[0][0].json.fencing_token > token);
-		const out = await run(recordParams(key, token), [{ json: { id: 'order-1' } }], { executionId: '20' });
+		// Another execution (n8n's Retry of run 20) reports under the old token: not the attempt's own answer.
+		const out = await run(recordParams(key, token), [{ json: { id: 'order-1' } }], { executionId: '21' });
 		assert.deepEqual(sizes(out), [0, 1]);
 		const d = out[1][0].json.durable;
 		assert.deepEqual([d.reason, d.receipt_kept, d.candidate_remote_id, d.state], ['stale_fencing_token', true, 'order-1', 'SENT']);
@@ -288,7 +289,21 @@ describe('record outcome routes', () => {
 		// Kept on the operation as evidence (the editors' view of it), not as its outcome.
 		const res = await fetch(`${ledger.url}/v1/reviews/${encodeURIComponent(key)}`, { headers: { Authorization: `Bearer ${EDITOR_TOKEN}` } });
 		const kept = (await res.json()).evidence.receipts;
-		assert.deepEqual(kept.map((r) => [r.standing, r.remote_id, r.execution_id]), [['stale_fencing_token', 'order-1', '20']]);
+		assert.deepEqual(kept.map((r) => [r.standing, r.remote_id, r.execution_id]), [['stale_fencing_token', 'order-1', '21']]);
+	});
+
+	test('the_attempts_own_confirm_after_a_takeover_settles_the_step', async () => {
+		const jobId = uniqueJob('rec-own');
+		const token = await startJob(jobId);
+		const began = await run(beginParams(jobId, token, { routeToLookUp: false }), [{ json: { order: 1 } }], { executionId: '30' });
+		const key = began[0][0].json.durable.operation_key;
+		await run({ operation: 'startJob', jobId, owner: 'exec-B', startOptions: { takeover: true } });
+		// The execution that dispatched the attempt reports its answer: the write's answer was in hand.
+		const out = await run(recordParams(key, token), [{ json: { id: 'order-1' } }], { executionId: '30' });
+		assert.deepEqual(sizes(out), [1, 0]);
+		assert.equal(out[0][0].json.durable.state, 'CONFIRMED');
+		const events = await ledgerEvents(key);
+		assert.equal(movesTo(events, 'CONFIRMED').length, 1);
 	});
 
 	test('error_item_with_continue_on_fail_is_not_done', async () => {

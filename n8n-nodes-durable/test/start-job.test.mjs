@@ -231,3 +231,51 @@ describe('start job in one ledger call', () => {
 		assert.deepEqual(calls.map(path), [`PUT /v1/jobs/${jobId}`]);
 	});
 });
+
+describe('start job liveness (node 1.4, issue 37)', () => {
+	const renew = (jobId, owner, token, liveS) =>
+		fetch(`${ledger.url}/v1/jobs/${encodeURIComponent(jobId)}/lease/renew`, {
+			method: 'POST',
+			headers: { Authorization: `Bearer ${RUNNER_TOKEN}`, 'Content-Type': 'application/json' },
+			body: JSON.stringify({ owner, fencing_token: token, live_s: liveS }),
+		});
+
+	test('start_job_waits_for_a_live_holder_then_takes_over_once_it_is_idle', async () => {
+		const jobId = uniqueJob('live');
+		const first = await startJob(jobId, { version: 1.4, execution: '40' });
+		assert.equal(first.json.job.lease.holder_working ?? true, true);
+		const started = Date.now();
+		// the holder finishes its step 1.2 s later: idle from then on
+		const idle = (async () => {
+			await new Promise((r) => setTimeout(r, 1200));
+			await renew(jobId, 'n8n-exec-40', first.json.fencing_token, 0);
+		})();
+		const second = await startJob(jobId, { version: 1.4, execution: '41' });
+		await idle;
+		const waited = Date.now() - started;
+		assert.ok(waited >= 1200 && waited < 5000, `waited ${waited} ms`);
+		assert.equal(second.json.fencing_token, first.json.fencing_token + 1);
+		assert.ok(second.json.waited_for_holder_s >= 1);
+		const body = second.calls.find((c) => c.url.endsWith('/start')).body;
+		assert.deepEqual([body.if_live, body.live_s, body.takeover], ['wait', 10, true]);
+	});
+
+	test('start_job_past_the_wait_stops_with_running_elsewhere_and_writes_nothing', async () => {
+		const jobId = uniqueJob('elsewhere');
+		const first = await startJob(jobId, { version: 1.4, execution: '50' });
+		await assert.rejects(
+			startJob(jobId, { version: 1.4, execution: '51', startOptions: { waitForHolderS: 1 } }),
+			/running_elsewhere: job .* is being worked on by n8n-exec-50/,
+		);
+		// the holder was not fenced out: its token still begins
+		const out = await begin(jobId, first.json.fencing_token);
+		assert.equal(out[0].length, 1);
+	});
+
+	test('start_job_1_3_still_takes_over_a_live_holder', async () => {
+		const jobId = uniqueJob('old');
+		const first = await startJob(jobId, { version: 1.4, execution: '60' });
+		const second = await startJob(jobId, { version: 1.3, execution: '61' });
+		assert.equal(second.json.fencing_token, first.json.fencing_token + 1);
+	});
+});

@@ -12,6 +12,9 @@ export class DurableStep implements INodeType {
 		name: 'durableStep',
 		icon: { light: 'file:../../icons/durable.svg', dark: 'file:../../icons/durable.dark.svg' },
 		group: ['transform'],
+		// 1.4: liveness (liveness.ts): gated nodes send heartbeats while they work, and Start Job's
+		// takeover waits for a holder that is still beating (Wait for Live Holder, 30 s) instead of
+		// fencing it out; a dead holder is taken over at once, as before.
 		// 1.3: Report Lookup's Result has no default (it was Found: a node left at its defaults
 		// reported every lookup as found).
 		// 1.2: Needs Attention fails the execution unless routed to an output; Begin Step's Payload
@@ -20,8 +23,8 @@ export class DurableStep implements INodeType {
 		// defaults need a new version: workflows saved with 1 or 1.1 keep their behaviour.
 		// 1.1: Record Outcome routes Done / Needs Attention, Report Lookup, one output for the other
 		// operations. 1 keeps its three fixed outputs (Record Outcome answers everything on the first).
-		version: [1, 1.1, 1.2, 1.3],
-		defaultVersion: 1.3,
+		version: [1, 1.1, 1.2, 1.3, 1.4],
+		defaultVersion: 1.4,
 		subtitle: SUBTITLE,
 		description: 'Run side effects exactly once: gate, record, checkpoint and reconcile them in the Durable Steps ledger',
 		defaults: {

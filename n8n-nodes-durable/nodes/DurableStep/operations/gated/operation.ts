@@ -1,5 +1,6 @@
 import type { IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 import { asNodeError } from '../../errors';
+import { LIVENESS_FROM, holderOf, whileBeating, type Holder } from '../../liveness';
 import { ledgerSend } from '../../transport';
 import type { DurableOperation, StepResult } from '../../types';
 import { beginAll, type BeginSlot, type PrepareItem } from '../beginStep/batch';
@@ -26,6 +27,18 @@ async function firstBegins(
 	return ['unreachable' in sent ? { error: sent.unreachable(0) } : { prepared, first: sent.answer }];
 }
 
+/** The distinct leases (job, token) the begun items work under. */
+function holdersOf(ctx: IExecuteFunctions, items: INodeExecutionData[], slots: BeginSlot<GatedPrepared>[]): Holder[] {
+	const seen = new Map<string, Holder>();
+	slots.forEach((slot, i) => {
+		if ('error' in slot) return;
+		const { jobId, token } = slot.prepared.req;
+		const key = `${jobId}\u0000${token}`;
+		if (!seen.has(key)) seen.set(key, holderOf(ctx, items[i].json, jobId, token));
+	});
+	return [...seen.values()];
+}
+
 /**
  * A one-node operation: all items are begun first (one batch request per 100), then each
  * dispatched item's side effect is performed and recorded, in item order, before any item is
@@ -37,18 +50,23 @@ export function gatedOperation(prepareItem: PrepareItem<GatedPrepared>): Durable
 	const answerAll = async (ctx: IExecuteFunctions, items: INodeExecutionData[]): Promise<Answered[]> => {
 		const slots = await firstBegins(ctx, items, prepareItem);
 		const answered: Answered[] = [];
-		for (let i = 0; i < items.length; i++) {
-			const slot = slots[i];
-			if ('error' in slot) {
-				answered.push({ error: slot.error });
-				continue;
+		// From 1.4 the node beats for the leases it works under while the side effects run
+		// (liveness.ts): a duplicate execution waits for it instead of fencing it out.
+		const holders = Number(ctx.getNode().typeVersion ?? 1) >= LIVENESS_FROM ? holdersOf(ctx, items, slots) : [];
+		await whileBeating(ctx, holders, async () => {
+			for (let i = 0; i < items.length; i++) {
+				const slot = slots[i];
+				if ('error' in slot) {
+					answered.push({ error: slot.error });
+					continue;
+				}
+				try {
+					answered.push({ result: await runGated(ctx, i, items[i], slot.prepared, slot.first) });
+				} catch (error) {
+					answered.push({ error });
+				}
 			}
-			try {
-				answered.push({ result: await runGated(ctx, i, items[i], slot.prepared, slot.first) });
-			} catch (error) {
-				answered.push({ error });
-			}
-		}
+		});
 		return answered;
 	};
 	const replay = (answered: Answered[], i: number) => {

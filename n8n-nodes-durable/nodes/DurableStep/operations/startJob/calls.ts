@@ -1,5 +1,6 @@
 import type { IDataObject, IExecuteFunctions } from 'n8n-workflow';
-import { NodeOperationError } from 'n8n-workflow';
+import { NodeOperationError, sleep } from 'n8n-workflow';
+import { LIVE_S, POLL_MS } from '../../liveness';
 import { jobPath, ledgerCall, ledgerRequest, refusalError } from '../../transport';
 
 /** What Start Job asks for one item, read from its parameters. */
@@ -14,12 +15,33 @@ export interface StartRequest {
 	refuseLower: boolean;
 	/** `PUT /v1/jobs/{id}`'s body: task_version, pipeline, budgets (and session_id when set). */
 	jobBody: IDataObject;
+	/** Node 1.4: seconds to wait for a live holder (heartbeats) before Running Elsewhere; null: no liveness. */
+	waitS: number | null;
 }
 
 /** The lease answer (`owner`, `fencing_token`, `expires_at`, `needs_reconcile`) and the job after any new version. */
 export interface Started {
 	lease: IDataObject;
 	job: IDataObject;
+	/** How long Start Job waited for a live holder (node 1.4). */
+	waitedMs?: number;
+}
+
+/** Past Wait for Live Holder: another execution is still working on this job; nothing was written. */
+function runningElsewhere(ctx: IExecuteFunctions, i: number, r: StartRequest, details: IDataObject, began: number) {
+	const waited = Math.round((Date.now() - began) / 100) / 10;
+	return new NodeOperationError(
+		ctx.getNode(),
+		`running_elsewhere: job ${r.jobId} is being worked on by ${String(details.owner)} (waited ${waited} s)`,
+		{
+			itemIndex: i,
+			description:
+				'Another execution of this job (the same trigger fired twice, a re-run while the first still runs) is still ' +
+				'working and sending heartbeats; this execution wrote nothing. Run it again once that one is done (its steps ' +
+				'then answer Done Before), or raise Wait for Live Holder. A holder that died is taken over within ' +
+				`${LIVE_S} s of its last heartbeat.`,
+		},
+	);
 }
 
 /**
@@ -35,8 +57,21 @@ export async function startInOneCall(ctx: IExecuteFunctions, i: number, r: Start
 		takeover: r.takeover,
 		if_lower: r.refuseLower ? 'refuse' : 'keep',
 	};
-	const answer = await ledgerRequest(ctx, 'POST', jobPath(r.jobId, '/start'), body, i);
-	if (answer.ok) return { lease: answer.body, job: (answer.body.job as IDataObject) ?? {} };
+	if (r.waitS !== null) Object.assign(body, { live_s: LIVE_S, if_live: 'wait' });
+	const began = Date.now();
+	let answer = await ledgerRequest(ctx, 'POST', jobPath(r.jobId, '/start'), body, i);
+	// A live holder (another execution of this job is working: its heartbeats are recent): wait
+	// for it to finish its step or to die (no beat for LIVE_S), then take over. Nothing is written
+	// while waiting; the steps it did answer Done Before here.
+	while (!answer.ok && answer.refusal.code === 'holder_live' && r.waitS !== null) {
+		if (Date.now() - began >= r.waitS * 1000) throw runningElsewhere(ctx, i, r, answer.refusal.details, began);
+		await sleep(POLL_MS);
+		answer = await ledgerRequest(ctx, 'POST', jobPath(r.jobId, '/start'), body, i);
+	}
+	if (answer.ok) {
+		const waited = Date.now() - began;
+		return { lease: answer.body, job: (answer.body.job as IDataObject) ?? {}, waitedMs: waited };
+	}
 	const { refusal } = answer;
 	if (refusal.status === 404 || refusal.status === 405) return null;
 	if (refusal.code === 'task_version_lower') {

@@ -1,6 +1,7 @@
 import type { IDataObject, IExecuteFunctions } from 'n8n-workflow';
 import { jsonObject, optionalString, parseJson, requiredString } from '../../params';
 import { PROCEED, type DurableOperation, type ItemStep, type StepResult } from '../../types';
+import { LIVENESS_FROM } from '../../liveness';
 import { startInOneCall, startInThreeCalls, type StartRequest, type Started } from './calls';
 
 /**
@@ -13,6 +14,12 @@ import { startInOneCall, startInThreeCalls, type StartRequest, type Started } fr
  * needs a new version).
  */
 export const TAKEOVER_BY_DEFAULT_FROM = 1.2;
+
+/**
+ * From node version 1.4 Start Job's takeover respects a live holder (liveness.ts): it waits up to
+ * this long for the other execution to finish its step (or to die), then takes over.
+ */
+export const DEFAULT_WAIT_S = 30;
 
 export function takesOver(nodeVersion: number, options: IDataObject): boolean {
 	return options.takeover === undefined ? nodeVersion >= TAKEOVER_BY_DEFAULT_FROM : options.takeover === true;
@@ -40,10 +47,12 @@ function readRequest(ctx: IExecuteFunctions, i: number): StartRequest {
 		asked,
 		refuseLower: nodeVersion >= TAKEOVER_BY_DEFAULT_FROM,
 		jobBody,
+		waitS: nodeVersion >= LIVENESS_FROM ? ((options.waitForHolderS as number | undefined) ?? DEFAULT_WAIT_S) : null,
 	};
 }
 
-function jobItem(r: StartRequest, { lease, job }: Started): StepResult {
+function jobItem(r: StartRequest, started: Started): StepResult {
+	const { lease, job } = started;
 	const json: IDataObject = {
 		job_id: r.jobId,
 		fencing_token: lease.fencing_token as number,
@@ -54,6 +63,8 @@ function jobItem(r: StartRequest, { lease, job }: Started): StepResult {
 		lease: { owner: lease.owner, fencing_token: lease.fencing_token, expires_at: lease.expires_at },
 		job,
 	};
+	if (r.waitS !== null && started.waitedMs !== undefined && started.waitedMs >= 1000)
+		json.waited_for_holder_s = Math.round(started.waitedMs / 100) / 10;
 	if (r.asked < (job.task_version as number)) {
 		// Versions 1 and 1.1: the job goes on at its own version, and the item says so.
 		json.task_version_note =

@@ -51,12 +51,27 @@ export const startJobFields: INodeProperties[] = [
 		displayOptions: show('startJob'),
 		options: [
 			{
+				displayName: 'Budgets (JSON)',
+				name: 'budgets',
+				type: 'json',
+				default: '{}',
+				description:
+					'For example {"max_attempts": 3, "deadline_s": 3600}; used only when the job is created',
+			},
+			{
 				displayName: 'Lease TTL (Seconds)',
 				name: 'ttlS',
 				type: 'number',
 				default: 300,
 				typeOptions: { minValue: 1 },
 				description: 'How long the lease lives without renewal',
+			},
+			{
+				displayName: 'Session ID',
+				name: 'sessionId',
+				type: 'string',
+				default: '',
+				description: 'Optional OpenAI Agents API session bound to this job',
 			},
 			{
 				displayName: 'Take Over',
@@ -67,19 +82,13 @@ export const startJobFields: INodeProperties[] = [
 					'Whether to take the lease from another live owner, such as the execution before this one (finished, failed or crashed). The old owner gets a stale fencing token and can no longer write. Off: fail with lease_held while the lease is live. Node version 1.2 takes over when this option is not added.',
 			},
 			{
-				displayName: 'Budgets (JSON)',
-				name: 'budgets',
-				type: 'json',
-				default: '{}',
+				displayName: 'Wait for Live Holder (Seconds)',
+				name: 'waitForHolderS',
+				type: 'number',
+				default: 30,
+				typeOptions: { minValue: 0 },
 				description:
-					'For example {"max_attempts": 3, "deadline_s": 3600}; used only when the job is created',
-			},
-			{
-				displayName: 'Session ID',
-				name: 'sessionId',
-				type: 'string',
-				default: '',
-				description: 'Optional OpenAI Agents API session bound to this job',
+					'When another execution of this job is still working (its heartbeats are recent: the same trigger fired twice), wait up to this long for it to finish its step, then go on (its steps answer Done Before). Past it the node stops with running_elsewhere and writes nothing. A holder that died is taken over within 10 s of its last heartbeat. Node version 1.4.',
 			},
 		],
 	},
