@@ -79,8 +79,8 @@ describe('outputs', () => {
 		assert.deepEqual(names({ operation: 'recordOutcome' }, 1), ['Proceed', 'Done Before', 'Attention']);
 		assert.deepEqual(names({}, V), ['Proceed', 'Done Before', 'Attention']); // operation's default
 		const d = new DurableStep().description;
-		assert.deepEqual(d.version, [1, 1.1, 1.2, 1.3, 1.4]);
-		assert.equal(d.defaultVersion, 1.4);
+		assert.deepEqual(d.version, [1, 1.1, 1.2, 1.3, 1.4, 1.5]);
+		assert.equal(d.defaultVersion, 1.5);
 		assert.equal(d.outputs, OUTPUTS_EXPRESSION);
 		// The expression n8n evaluates is the same function, self-contained.
 		const body = OUTPUTS_EXPRESSION.slice(3, -2);

@@ -12,6 +12,10 @@ export class DurableStep implements INodeType {
 		name: 'durableStep',
 		icon: { light: 'file:../../icons/durable.svg', dark: 'file:../../icons/durable.dark.svg' },
 		group: ['transform'],
+		// 1.5: a workflow built in the editor works with the defaults (editorDefaults.ts): the gated
+		// operations, Begin Step and Save Checkpoint find their job whatever Start Job is named; Done
+		// Before items leave by Done with the whole answer as receipt; Start Job's Running Elsewhere
+		// output (a duplicate past Wait for Live Holder leaves green, nothing written).
 		// 1.4: liveness (liveness.ts): gated nodes send heartbeats while they work, and Start Job's
 		// takeover waits for a holder that is still beating (Wait for Live Holder, 30 s) instead of
 		// fencing it out; a dead holder is taken over at once, as before.
@@ -23,8 +27,8 @@ export class DurableStep implements INodeType {
 		// defaults need a new version: workflows saved with 1 or 1.1 keep their behaviour.
 		// 1.1: Record Outcome routes Done / Needs Attention, Report Lookup, one output for the other
 		// operations. 1 keeps its three fixed outputs (Record Outcome answers everything on the first).
-		version: [1, 1.1, 1.2, 1.3, 1.4],
-		defaultVersion: 1.4,
+		version: [1, 1.1, 1.2, 1.3, 1.4, 1.5],
+		defaultVersion: 1.5,
 		subtitle: SUBTITLE,
 		description: 'Run side effects exactly once: gate, record, checkpoint and reconcile them in the Durable Steps ledger',
 		defaults: {
@@ -33,7 +37,8 @@ export class DurableStep implements INodeType {
 		usableAsTool: true,
 		inputs: [NodeConnectionTypes.Main],
 		// Per operation (outputs.ts): Begin Step Proceed / Already Done / Needs Attention (+ Look Up),
-		// Report Lookup the same three, Record Outcome Done / Needs Attention.
+		// Report Lookup the same three, Record Outcome Done / Needs Attention, Start Job (1.5) its
+		// job / Running Elsewhere.
 		outputs: OUTPUTS_EXPRESSION,
 		credentials,
 		properties,

@@ -57,6 +57,48 @@ export function consolePage(baseUrl: string, durable: IDataObject): { url: strin
 	return { url: `${root}${job}`, who: 'an editor, approver or admin' };
 }
 
+/**
+ * Reasons a lookup settles by itself: the attempt's outcome is unknown (or another execution's
+ * request may still land), and the node's Look Up (or a remote that dedupes by the key) asks the
+ * remote on the next run, Retry On Fail's next try or n8n's Retry. No one has to act.
+ */
+const SETTLED_BY_LOOKUP: Readonly<Record<string, string>> = {
+	outcome_unknown:
+		'The side effect was sent but its result is unknown (timeout, connection reset, 5xx). Nothing was repeated.',
+	lookup_failed:
+		'The side effect was sent but its result is unknown, and the lookup that would settle it got no answer. Nothing was repeated.',
+	in_flight_lookup:
+		'Another execution sent this step moments ago and its request may still land, so a lookup that finds nothing proves nothing yet. Nothing was sent.',
+};
+
+/** Whether this gated node looks unknown outcomes up itself (Look Up, or Remote Dedupes by Key). */
+export function looksUp(ctx: IExecuteFunctions, i: number): boolean {
+	const operation = String(ctx.getNodeParameter('operation', i, ''));
+	if (operation !== 'gatedRequest' && operation !== 'gatedSubworkflow') return false;
+	const on = (name: string) => {
+		try {
+			return ctx.getNodeParameter(name, i, false) === true;
+		} catch {
+			return false;
+		}
+	};
+	return on('lookUp') || (operation === 'gatedRequest' && on('remoteDedupes'));
+}
+
+/** The failure of a step the next run's lookup settles: no review queue, no one to call. */
+function settlesItself(ctx: IExecuteFunctions, i: number, durable: IDataObject, baseUrl: string): NodeOperationError {
+	const reason = String(durable.reason);
+	const job = typeof durable.job_id === 'string' && durable.job_id ? durable.job_id : '';
+	const timeline = `${baseUrl.replace(/\/+$/, '')}/console/jobs${job ? `/${encodeURIComponent(job)}` : ''}`;
+	return new NodeOperationError(ctx.getNode(), `${reason}: ${SETTLED_BY_LOOKUP[reason]}`, {
+		itemIndex: i,
+		description:
+			'No one needs to act: this node looks the step up by itself. The next run of this workflow (a re-run, ' +
+			"n8n's Retry, the next try of Retry On Fail) asks the remote first: Done Before when it has the object, " +
+			`sent again only when it provably has none. The job's timeline: ${timeline}.`,
+	});
+}
+
 /** The error that fails the execution for an item that would have gone to Needs Attention. */
 export function attentionError(
 	ctx: IExecuteFunctions,
@@ -65,6 +107,7 @@ export function attentionError(
 	baseUrl: string,
 ): NodeOperationError {
 	const reason = String(durable.reason ?? 'needs_attention');
+	if (reason in SETTLED_BY_LOOKUP && looksUp(ctx, i)) return settlesItself(ctx, i, durable, baseUrl);
 	const page = consolePage(baseUrl, durable);
 	const step = [durable.action, durable.job_id].every((v) => typeof v === 'string' && v)
 		? ` (step ${String(durable.action)} of job ${String(durable.job_id)})`

@@ -2,7 +2,7 @@ import type { INodeCredentialDescription, INodeProperties } from 'n8n-workflow';
 import { needsAttentionField } from './attention';
 import { OPERATION_OPTIONS } from './operations';
 import { beginStepFields } from './operations/beginStep/fields';
-import { doneBeforeField, gatedActionField } from './operations/gated/fields';
+import { doneBeforeFields, gatedActionField } from './operations/gated/fields';
 import { gatedRequestFields } from './operations/gatedRequest/fields';
 import { gatedSubworkflowFields } from './operations/gatedSubworkflow/fields';
 import { reconcileFields } from './operations/reconcile/fields';
@@ -62,6 +62,6 @@ export const properties: INodeProperties[] = [
 	...recordOutcomeFields,
 	...waitForApprovalFields,
 	...saveCheckpointFields,
-	doneBeforeField, // the one-node operations
+	...doneBeforeFields, // the one-node operations (1.5: a new default)
 	needsAttentionField, // Begin Step, Report Lookup, Record Outcome, the one-node operations (1.2)
 ];

@@ -2,18 +2,19 @@ import type { IDataObject, IExecuteFunctions, INodeExecutionData, INodeParameter
 import { attentionError, routesAttention } from './attention';
 import { asNodeError } from './errors';
 import { OUTPUT_ROUTES, configuredOutputs } from './outputs';
+import { doneBeforeDefault } from './operations/gated/fields';
 import { CREDENTIAL_NAME } from './transport';
 import { DONE, NEEDS_ATTENTION, PROCEED, type DurableOperation, type Route } from './types';
 
 /** The names of this node's outputs, in order, for the operation and the node's version. */
 function outputLayout(ctx: IExecuteFunctions, operation: string): Route[] {
+	const version = Number(ctx.getNode().typeVersion ?? 1);
 	const parameters = {
 		operation,
 		beginOptions: ctx.getNodeParameter('beginOptions', 0, {}) as INodeParameters,
 		needsAttention: routesAttention(ctx, operation) ? 'route' : 'fail',
-		doneBefore: ctx.getNodeParameter('doneBefore', 0, 'separate') as string,
+		doneBefore: ctx.getNodeParameter('doneBefore', 0, doneBeforeDefault(version)) as string,
 	};
-	const version = Number(ctx.getNode().typeVersion ?? 1);
 	return configuredOutputs(parameters, version).map((o) => (OUTPUT_ROUTES[o.displayName ?? PROCEED] ?? PROCEED) as Route);
 }
 

@@ -1,4 +1,5 @@
-import type { INodeProperties } from 'n8n-workflow';
+import type { IDataObject, INodeProperties } from 'n8n-workflow';
+import { before15, from15 } from './editorDefaults';
 
 /*
  * Defaults read the Start Job / Begin Step output through paired items (`.item`), so they keep
@@ -16,7 +17,14 @@ export const DEFAULT_STEP_ATTEMPT = "={{ $('Begin Step').item.json.durable.attem
 /** Shows a field for these operations only. */
 export const show = (...operation: string[]) => ({ show: { operation } });
 
-/** Job ID + fencing token: one field each for Begin Step and Save Checkpoint. */
+const LEASE_OPERATIONS = ['beginStep', 'gatedRequest', 'gatedSubworkflow', 'saveCheckpoint'];
+const leaseShow = (range: IDataObject) => ({ show: { operation: LEASE_OPERATIONS, ...range } });
+
+/**
+ * Job ID + fencing token: one field each for Begin Step, the gated operations and Save
+ * Checkpoint. Before 1.5 their defaults read the node named "Start Job"; from 1.5 they are empty
+ * and the node finds its job (jobOfItem.ts), whatever the Start Job node is named.
+ */
 export const leaseFields: INodeProperties[] = [
 	{
 		displayName: 'Job ID',
@@ -25,7 +33,7 @@ export const leaseFields: INodeProperties[] = [
 		required: true,
 		default: DEFAULT_JOB_ID,
 		description: "The job's ID. Defaults to the output of the node named Start Job.",
-		displayOptions: show('beginStep', 'gatedRequest', 'gatedSubworkflow', 'saveCheckpoint'),
+		displayOptions: leaseShow(before15),
 	},
 	{
 		displayName: 'Fencing Token',
@@ -34,7 +42,25 @@ export const leaseFields: INodeProperties[] = [
 		required: true,
 		default: DEFAULT_FENCING_TOKEN,
 		description: 'The lease token from Start Job. Defaults to the output of the node named Start Job.',
-		displayOptions: show('beginStep', 'gatedRequest', 'gatedSubworkflow', 'saveCheckpoint'),
+		displayOptions: leaseShow(before15),
+	},
+	{
+		displayName: 'Job ID',
+		name: 'jobId',
+		type: 'string',
+		default: '',
+		placeholder: 'From the Start Job before this node',
+		description: "The job's ID. Empty: the job of the Start Job before this node, whatever it is named.",
+		displayOptions: leaseShow(from15),
+	},
+	{
+		displayName: 'Fencing Token',
+		name: 'fencingToken',
+		type: 'number',
+		default: 0,
+		typeOptions: { minValue: 0, numberPrecision: 0 },
+		description: 'The lease token. 0: the token of the Start Job before this node, whatever it is named (tokens start at 1).',
+		displayOptions: leaseShow(from15),
 	},
 ];
 

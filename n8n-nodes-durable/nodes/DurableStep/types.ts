@@ -4,11 +4,13 @@ import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-wor
  * Where an item goes, by output name. Which outputs a node has depends on its operation and
  * version (outputs.ts); the node maps the name to the output's index.
  */
-export type Route = 'Proceed' | 'Already Done' | 'Needs Attention' | 'Look Up' | 'Done';
+export type Route = 'Proceed' | 'Already Done' | 'Needs Attention' | 'Look Up' | 'Done' | 'Running Elsewhere';
 
 export interface StepResult {
 	output: Route;
 	json: IDataObject;
+	/** Already Done: the receipt as it was stored (without the remote_id the ledger's answer adds). */
+	stored?: IDataObject;
 }
 
 export const PROCEED: Route = 'Proceed';
@@ -16,6 +18,7 @@ export const ALREADY_DONE: Route = 'Already Done';
 export const NEEDS_ATTENTION: Route = 'Needs Attention';
 export const LOOK_UP: Route = 'Look Up';
 export const DONE: Route = 'Done';
+export const RUNNING_ELSEWHERE: Route = 'Running Elsewhere';
 
 /** Answers one input item; throws for an item that fails. */
 export type ItemStep = (ctx: IExecuteFunctions, i: number, item: INodeExecutionData) => Promise<StepResult>;

@@ -1,5 +1,6 @@
 import type { IDataObject, IExecuteFunctions } from 'n8n-workflow';
-import { fencingToken, optionalString, requiredString } from '../../params';
+import { itemJob } from '../../jobOfItem';
+import { optionalString, requiredString } from '../../params';
 import { beginPayload } from './payload';
 
 /** One item's begin: what identifies the step on its outputs, and the body sent to the ledger. */
@@ -20,8 +21,7 @@ export interface Prepared {
 
 /** Reads and checks one item's parameters; throws NodeOperationError for a bad one. */
 export function prepare(ctx: IExecuteFunctions, i: number): Prepared {
-	const jobId = requiredString(ctx, 'jobId', i, 'Job ID');
-	const token = fencingToken(ctx, i);
+	const { jobId, token } = itemJob(ctx, i);
 	const action = requiredString(ctx, 'action', i, 'Action');
 	const payload = beginPayload(ctx, i);
 	const options = ctx.getNodeParameter('beginOptions', i, {}) as IDataObject;

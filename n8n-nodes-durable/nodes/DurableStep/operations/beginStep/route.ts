@@ -84,9 +84,11 @@ export function route(item: INodeExecutionData, req: BeginRequest, answer: IData
 	if (decision === 'dispatch') return { output: PROCEED, json: { ...item.json, durable } };
 	if (decision === 'reuse_receipt') {
 		const receipt = (answer.receipt as IDataObject) ?? (operation.receipt as IDataObject) ?? {};
+		const stored = operation.receipt && typeof operation.receipt === 'object' ? (operation.receipt as IDataObject) : undefined;
 		return {
 			output: ALREADY_DONE,
 			json: { ...item.json, durable: { ...durable, remote_id: operation.remote_id ?? null, receipt } },
+			stored,
 		};
 	}
 	if (decision === 'reconcile') return null;

@@ -1,4 +1,5 @@
 import type { INodeProperties } from 'n8n-workflow';
+import { EDITOR_DEFAULTS_FROM, before15, from15 } from '../../editorDefaults';
 import { show } from '../../sharedFields';
 
 /** The one-node operations: each runs its side effect itself between begin and record. */
@@ -16,28 +17,51 @@ export const gatedActionField: INodeProperties = {
 	displayOptions: show(...GATED_OPERATIONS),
 };
 
-/** Where Done Before items go: their own output (default) or the Done output. */
-export const doneBeforeField: INodeProperties = {
-	displayName: 'Done Before Items',
-	name: 'doneBefore',
-	type: 'options',
-	options: [
-		{
-			name: 'On Their Own Output',
-			value: 'separate',
-			description: 'Done Before is an output of its own: wire it where an earlier run\'s result should go',
-		},
-		{
-			name: 'On the Done Output',
-			value: 'done',
-			description:
-				'Done and Done Before items leave by one output (durable.decision tells them apart), so the next node runs once for a step of several items',
-		},
-	],
-	default: 'separate',
-	description: 'Where the items of steps an earlier run already did go',
-	displayOptions: show(...GATED_OPERATIONS),
-};
+/** Where Done Before items go by default: their own output before 1.5, the Done output from 1.5. */
+export function doneBeforeDefault(version: number): string {
+	return version >= EDITOR_DEFAULTS_FROM ? 'done' : 'separate';
+}
+
+const doneBeforeOptions = [
+	{
+		name: 'On Their Own Output',
+		value: 'separate',
+		description: 'Done Before is an output of its own: wire it where an earlier run\'s result should go',
+	},
+	{
+		name: 'On the Done Output',
+		value: 'done',
+		description:
+			'Done and Done Before items leave by one output (durable.decision tells them apart), so the next node runs once for a step of several items',
+	},
+];
+
+/**
+ * Where Done Before items go: their own output (the default before 1.5) or the Done output (the
+ * default from 1.5: a webhook answering with the last node's item answers a re-run too). Two
+ * entries of one parameter, one per version range, because a changed default needs a new version.
+ */
+export const doneBeforeFields: INodeProperties[] = [
+	{
+		displayName: 'Done Before Items',
+		name: 'doneBefore',
+		type: 'options',
+		options: doneBeforeOptions,
+		default: 'separate',
+		description: 'Where the items of steps an earlier run already did go',
+		displayOptions: { show: { operation: GATED_OPERATIONS, ...before15 } },
+	},
+	{
+		displayName: 'Done Before Items',
+		name: 'doneBefore',
+		type: 'options',
+		options: doneBeforeOptions,
+		default: 'done',
+		description:
+			'Where the items of steps an earlier run already did go. On the Done output (the default), a re-run answers a webhook with the same fields as the first run.',
+		displayOptions: { show: { operation: GATED_OPERATIONS, ...from15 } },
+	},
+];
 
 /** Receipt: which answer fields become the step's remote id and kept receipt (one copy per operation). */
 export const receiptFields = (operation: string): INodeProperties[] => [
@@ -56,7 +80,7 @@ export const receiptFields = (operation: string): INodeProperties[] => [
 		type: 'string',
 		default: '',
 		description:
-			'Comma-separated dot paths of the answer to keep as the receipt (the Remote ID field always is). A later run outputs them on Done Before, so the next node reads the same fields either way. Secrets in them are redacted like every receipt.',
+			'Comma-separated dot paths of the answer to keep as the receipt (the Remote ID field always is). A later run outputs them on Done Before. Empty: from node version 1.5 the whole answer up to 48 KB, so Done Before has the same fields as Done. Secrets in them are redacted like every receipt.',
 		displayOptions: show(operation),
 	},
 ];

@@ -1,4 +1,5 @@
 import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
+import { EDITOR_DEFAULTS_FROM } from '../../editorDefaults';
 import { asReceipt } from '../../params';
 import { explainOwn } from '../../reasons';
 import { ledgerRequest, operationPath, refusalError, type LedgerAnswer } from '../../transport';
@@ -64,10 +65,16 @@ async function performAndRecord(
 	);
 }
 
-/** Already Done: the receipt's fields (what a Done item had from the response) plus `durable`. */
-function doneBefore(result: StepResult): StepResult {
+/**
+ * Already Done: the receipt's fields (what a Done item had from the response) plus `durable`. From
+ * node 1.5 the fields are the receipt as stored (the whole answer by default), without the
+ * `remote_id` the ledger's answer adds to it: the same fields as the Done item (durable.remote_id
+ * has the ID).
+ */
+function doneBefore(ctx: IExecuteFunctions, result: StepResult): StepResult {
 	const durable = result.json.durable as IDataObject;
-	const receipt = (durable.receipt as IDataObject) ?? {};
+	const asStored = Number(ctx.getNode().typeVersion ?? 1) >= EDITOR_DEFAULTS_FROM && result.stored;
+	const receipt = (asStored ? result.stored : (durable.receipt as IDataObject)) ?? {};
 	return { output: ALREADY_DONE, json: { ...receipt, durable } };
 }
 
@@ -221,6 +228,6 @@ export async function runGated(
 			(done.json.durable as IDataObject).lookup ??= durable.lookup;
 		return done;
 	}
-	if (result.output === ALREADY_DONE) return doneBefore(result);
+	if (result.output === ALREADY_DONE) return doneBefore(ctx, result);
 	return result;
 }

@@ -1,5 +1,7 @@
 import type { IDataObject, IExecuteFunctions } from 'n8n-workflow';
-import { fencingToken, optionalString, requiredString } from '../../params';
+import { EDITOR_DEFAULTS_FROM } from '../../editorDefaults';
+import { itemJob } from '../../jobOfItem';
+import { optionalString, requiredString } from '../../params';
 import type { GatedPrepared, SideEffect } from './effect';
 
 /**
@@ -7,8 +9,7 @@ import type { GatedPrepared, SideEffect } from './effect';
  * approval, key, target) from the shared fields and Gate Options, with the side effect to run.
  */
 export function prepareGated(ctx: IExecuteFunctions, i: number, payload: IDataObject, effect: SideEffect): GatedPrepared {
-	const jobId = requiredString(ctx, 'jobId', i, 'Job ID');
-	const token = fencingToken(ctx, i);
+	const { jobId, token } = itemJob(ctx, i);
 	const action = requiredString(ctx, 'action', i, 'Action');
 	const options = ctx.getNodeParameter('gateOptions', i, {}) as IDataObject;
 	const body: IDataObject = {
@@ -29,4 +30,9 @@ export function prepareGated(ctx: IExecuteFunctions, i: number, payload: IDataOb
 		lookUp: effect.lookUp !== undefined,
 		effect,
 	};
+}
+
+/** Node 1.5: with Receipt Fields empty the receipt is the whole answer (Done Before = Done's fields). */
+export function wholeReceipt(ctx: IExecuteFunctions): boolean {
+	return Number(ctx.getNode().typeVersion ?? 1) >= EDITOR_DEFAULTS_FROM;
 }

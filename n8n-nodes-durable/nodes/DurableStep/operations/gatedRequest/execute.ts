@@ -3,7 +3,7 @@ import { NodeOperationError } from 'n8n-workflow';
 import { requiredString } from '../../params';
 import type { GatedPrepared } from '../gated/effect';
 import { gatedOperation } from '../gated/operation';
-import { prepareGated } from '../gated/prepare';
+import { prepareGated, wholeReceipt } from '../gated/prepare';
 import { receiptPaths } from './answer';
 import type { Settle } from './lookup';
 import { digestPayload, explicitPayload, readCall, type HttpCall } from './request';
@@ -49,7 +49,7 @@ function settleOf(ctx: IExecuteFunctions, i: number, call: HttpCall, remoteIdPat
 export function prepareRequest(ctx: IExecuteFunctions, i: number): GatedPrepared {
 	const call = readCall(ctx, i);
 	const remoteIdPath = String(ctx.getNodeParameter('remoteIdPath', i, 'id') ?? '').trim();
-	const paths = receiptPaths(remoteIdPath, String(ctx.getNodeParameter('receiptFields', i, '') ?? ''));
+	const paths = receiptPaths(remoteIdPath, String(ctx.getNodeParameter('receiptFields', i, '') ?? ''), wholeReceipt(ctx));
 	const settle = settleOf(ctx, i, call, remoteIdPath);
 	return prepareGated(ctx, i, explicitPayload(ctx, i) ?? digestPayload(call), httpEffect(call, remoteIdPath, paths, settle));
 }

@@ -4,7 +4,7 @@ import { jsonObject, jsonParam } from '../../params';
 import { volatileFields, withoutDurableFields } from '../beginStep/payload';
 import type { GatedPrepared } from '../gated/effect';
 import { gatedOperation } from '../gated/operation';
-import { prepareGated } from '../gated/prepare';
+import { prepareGated, wholeReceipt } from '../gated/prepare';
 import { receiptPaths } from '../gated/receipt';
 import { subworkflowEffect } from './effect';
 import { workflowRef } from './workflow';
@@ -53,7 +53,7 @@ function payloadOf(ctx: IExecuteFunctions, i: number, input: IDataObject): IData
 export function prepareSubworkflow(ctx: IExecuteFunctions, i: number): GatedPrepared {
 	const ref = workflowRef(ctx, 'workflowId', i, 'Sub-Workflow');
 	const remoteIdPath = String(ctx.getNodeParameter('remoteIdPath', i, 'id') ?? '').trim();
-	const paths = receiptPaths(remoteIdPath, String(ctx.getNodeParameter('receiptFields', i, '') ?? ''));
+	const paths = receiptPaths(remoteIdPath, String(ctx.getNodeParameter('receiptFields', i, '') ?? ''), wholeReceipt(ctx));
 	const lookUp = ctx.getNodeParameter('lookUp', i, false) === true ? workflowRef(ctx, 'lookUpWorkflowId', i, 'Lookup Sub-Workflow') : undefined;
 	const base = baseInput(ctx, i);
 	const window = Number((ctx.getNodeParameter('gateOptions', i, {}) as IDataObject).inFlightMs ?? 0);

@@ -1,6 +1,7 @@
 import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 import { NodeOperationError } from 'n8n-workflow';
-import { fencingToken, jsonObject, parseJson, requiredString } from '../../params';
+import { itemJob } from '../../jobOfItem';
+import { jsonObject, parseJson, requiredString } from '../../params';
 import { jobPath, ledgerCall } from '../../transport';
 import { PROCEED, type DurableOperation, type StepResult } from '../../types';
 
@@ -23,8 +24,7 @@ export async function saveCheckpointItem(
 	i: number,
 	item: INodeExecutionData,
 ): Promise<StepResult> {
-	const jobId = requiredString(ctx, 'jobId', i, 'Job ID');
-	const token = fencingToken(ctx, i);
+	const { jobId, token } = itemJob(ctx, i);
 	const phase = requiredString(ctx, 'phase', i, 'Phase');
 	const options = ctx.getNodeParameter('checkpointOptions', i, {}) as IDataObject;
 	const body: IDataObject = {

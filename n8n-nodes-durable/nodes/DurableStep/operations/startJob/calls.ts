@@ -17,6 +17,8 @@ export interface StartRequest {
 	jobBody: IDataObject;
 	/** Node 1.4: seconds to wait for a live holder (heartbeats) before Running Elsewhere; null: no liveness. */
 	waitS: number | null;
+	/** Node 1.5: past the wait, leave by the Running Elsewhere output (green) instead of failing. */
+	leaveQuietly: boolean;
 }
 
 /** The lease answer (`owner`, `fencing_token`, `expires_at`, `needs_reconcile`) and the job after any new version. */
@@ -25,6 +27,8 @@ export interface Started {
 	job: IDataObject;
 	/** How long Start Job waited for a live holder (node 1.4). */
 	waitedMs?: number;
+	/** Node 1.5: past Wait for Live Holder, the holder as the ledger named it (409 holder_live's details); nothing was written. */
+	elsewhere?: IDataObject;
 }
 
 /** Past Wait for Live Holder: another execution is still working on this job; nothing was written. */
@@ -64,7 +68,10 @@ export async function startInOneCall(ctx: IExecuteFunctions, i: number, r: Start
 	// for it to finish its step or to die (no beat for LIVE_S), then take over. Nothing is written
 	// while waiting; the steps it did answer Done Before here.
 	while (!answer.ok && answer.refusal.code === 'holder_live' && r.waitS !== null) {
-		if (Date.now() - began >= r.waitS * 1000) throw runningElsewhere(ctx, i, r, answer.refusal.details, began);
+		if (Date.now() - began >= r.waitS * 1000) {
+			if (!r.leaveQuietly) throw runningElsewhere(ctx, i, r, answer.refusal.details, began);
+			return { lease: {}, job: {}, waitedMs: Date.now() - began, elsewhere: answer.refusal.details ?? {} };
+		}
 		await sleep(POLL_MS);
 		answer = await ledgerRequest(ctx, 'POST', jobPath(r.jobId, '/start'), body, i);
 	}

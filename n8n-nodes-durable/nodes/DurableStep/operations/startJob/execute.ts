@@ -1,6 +1,7 @@
 import type { IDataObject, IExecuteFunctions } from 'n8n-workflow';
 import { jsonObject, optionalString, parseJson, requiredString } from '../../params';
-import { PROCEED, type DurableOperation, type ItemStep, type StepResult } from '../../types';
+import { PROCEED, RUNNING_ELSEWHERE, type DurableOperation, type ItemStep, type StepResult } from '../../types';
+import { EDITOR_DEFAULTS_FROM } from '../../editorDefaults';
 import { LIVENESS_FROM } from '../../liveness';
 import { startInOneCall, startInThreeCalls, type StartRequest, type Started } from './calls';
 
@@ -48,10 +49,38 @@ function readRequest(ctx: IExecuteFunctions, i: number): StartRequest {
 		refuseLower: nodeVersion >= TAKEOVER_BY_DEFAULT_FROM,
 		jobBody,
 		waitS: nodeVersion >= LIVENESS_FROM ? ((options.waitForHolderS as number | undefined) ?? DEFAULT_WAIT_S) : null,
+		leaveQuietly: nodeVersion >= EDITOR_DEFAULTS_FROM,
+	};
+}
+
+/**
+ * Node 1.5, past Wait for Live Holder: another execution of this job is still working (the same
+ * trigger fired twice, a re-run while the first runs). This one wrote nothing and leaves by
+ * Running Elsewhere, green: the event is being handled by the holder.
+ */
+function elsewhereItem(r: StartRequest, holder: IDataObject, waitedMs: number): StepResult {
+	const waited = Math.round(waitedMs / 100) / 10;
+	const owner = String(holder.owner ?? 'another execution');
+	return {
+		output: RUNNING_ELSEWHERE,
+		json: {
+			job_id: r.jobId,
+			status: 'running_elsewhere',
+			running_elsewhere: {
+				owner,
+				fencing_token: (holder.fencing_token as number | undefined) ?? null,
+				live_until: (holder.live_until_iso as string | undefined) ?? null,
+				waited_s: waited,
+				message:
+					`Job ${r.jobId} is being worked on by ${owner}, which is still sending heartbeats; this execution waited ` +
+					`${waited} s (Wait for Live Holder) and wrote nothing. That execution does the job's steps; a later run answers Done Before.`,
+			},
+		},
 	};
 }
 
 function jobItem(r: StartRequest, started: Started): StepResult {
+	if (started.elsewhere) return elsewhereItem(r, started.elsewhere, started.waitedMs ?? 0);
 	const { lease, job } = started;
 	const json: IDataObject = {
 		job_id: r.jobId,

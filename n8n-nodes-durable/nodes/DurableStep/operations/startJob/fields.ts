@@ -88,7 +88,7 @@ export const startJobFields: INodeProperties[] = [
 				default: 30,
 				typeOptions: { minValue: 0 },
 				description:
-					'When another execution of this job is still working (its heartbeats are recent: the same trigger fired twice), wait up to this long for it to finish its step, then go on (its steps answer Done Before). Past it the node stops with running_elsewhere and writes nothing. A holder that died is taken over within 10 s of its last heartbeat. Node version 1.4.',
+					'When another execution of this job is still working (its heartbeats are recent: the same trigger fired twice), wait up to this long for it to finish its step, then go on (its steps answer Done Before). Past it the item leaves by Running Elsewhere and nothing is written (node version 1.4: the node fails with running_elsewhere). A holder that died is taken over within 10 s of its last heartbeat.',
 			},
 		],
 	},
