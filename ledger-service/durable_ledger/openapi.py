@@ -1,4 +1,4 @@
-"""OpenAPI 3 document built from the marshmallow request schemas."""
+"""OpenAPI 3 document built from the request bodies' declarations (kernel/bodies.py)."""
 
 from functools import lru_cache
 
@@ -6,11 +6,7 @@ from apispec import APISpec
 from apispec.ext.marshmallow import MarshmallowPlugin
 
 from . import __version__
-from .agents import routes as agents
-from .approvals import routes as approvals
-from .approvals import wait_routes as waits
-from .reconciliation import routes as reviews
-from .web import schemas
+from .kernel import bodies
 
 ERROR = {"$ref": "#/components/schemas/Error"}
 JSON_OBJECT = {"type": "object"}
@@ -36,12 +32,8 @@ PARAMS = {
 
 
 def _schema(name):
-    """Request schemas by name: the shared ones in schemas.py, the others next to their routes."""
-    for module in (schemas, agents, reviews, waits, approvals):
-        cls = getattr(module, f"{name}Schema", None)
-        if cls is not None:
-            return cls
-    raise LookupError(name)
+    """A request body's declaration by name (kernel/bodies.py)."""
+    return bodies.declared()[name]
 
 
 # (method, path, request schema or None, summary, roles[, query parameters])

@@ -10,7 +10,6 @@ import pytest
 
 from conftest import TOKENS, auth
 from durable_ledger.auth import create_token, revoke_token
-from durable_ledger.gate import fast_bodies
 from durable_ledger.store.db import db
 from durable_ledger.store.models import AuditLog, Operation, OperationEvent
 from servers import LedgerServer
@@ -599,69 +598,6 @@ def test_odd_but_valid_requests_succeed_as_in_flask(app, client, world):
         assert answers[0][1][0] == 200, name
 
 
-# The fast reads must never take a body the schema would refuse or read otherwise.
-VALUES = {
-    "fencing_token": [1, 0, -1, 2**31, 1.0, True, "1", None],
-    "remote_id": [1, "r", "", True, 1.5, None, "x" * 256, 10**300, []],
-    "receipt": [{}, {"a": 1}, None, [], "x"],
-    "cost": [None, 0, 1.5, -1, 1e13, True, "1"],
-    "http_status": [None, 100, 599, 600, 99, "200", 200.0, True],
-    "error_kind": [None, "timeout", "other", 1],
-    "error": [{}, None, []],
-    "job_id": ["j1", "a/b", "", " j", ".", 1, None],
-    "action": ["send", "a//b", "x" * 256, None],
-    "operation_key": [None, "k", "k/", "a/./b", "\u00e9", 1, ""],
-    "target": [None, "wordpress:prod", "", "x" * 256, 1],
-    "requires_approval": [False, True, "yes", "no", 1, 0, 2, None, "maybe"],
-    "payload": [None, {"a": 1}, [], "x"],
-    "request_hash": ["a" * 64, "A" * 64, "a" * 63, "a" * 64 + "\n", None],
-}
-
-
-def _variants(base, names):
-    yield dict(base)
-    for name in names:
-        for value in VALUES[name]:
-            yield {**base, name: value}
-        yield {k: v for k, v in base.items() if k != name}
-
-
-READS = [
-    ("ConfirmSchema", fast_bodies.confirm, {"fencing_token": 1, "remote_id": 1}),
-    ("OutcomeSchema", fast_bodies.outcome, {"fencing_token": 1}),
-    ("BeginSchema", fast_bodies.begin, {"job_id": "j1", "action": "a", "fencing_token": 1}),
-    ("BatchConfirmSchema", None, {"operation_key": "k", "fencing_token": 1, "remote_id": 1}),
-]
-
-
-@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
-def test_fast_reads_take_only_what_the_schema_takes(app):
-    for schema, read, base in READS:
-        _compare_reads(app, schema, read, base)
-
-
-def _compare_reads(app, schema, read, base):
-    from durable_ledger.kernel.errors import LedgerError
-    from durable_ledger.web import schemas
-
-    names = [n for n in VALUES if n in getattr(schemas, schema)().fields]
-    cfg = app.config["DURABLE"]
-    for body in _variants(base, names):
-        if read is None:
-            body, read_now, cls = {"confirm": [body]}, fast_bodies.batch, schemas.BatchSchema
-        else:
-            read_now, cls = read, getattr(schemas, schema)
-        fast = read_now(body, cfg)
-        with app.test_request_context("/", method="POST", data=json.dumps(body), content_type="application/json"):
-            from flask import request
-
-            try:
-                slow = schemas.load(cls, request)
-            except LedgerError:
-                slow = None
-        assert fast is None or fast == slow, body
-
-
 def _http(port, raw):
     with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
         s.sendall(raw)
@@ -776,24 +712,41 @@ def test_gunicorn_raw_requests_answer_as_flask_does(database, tmp_path):
             assert fast == slow, (path, lines, fast, slow)
 
 
-def test_tracing_on_every_hot_request_is_flasks(app, client, world, monkeypatch):
-    """With a tracer the request span (and its traceparent) is the Flask instrumentation's: the
-    fast handler takes nothing, headers or not."""
+def test_tracing_on_a_hot_request_takes_the_same_code(app, client, world, exporter):
+    """With a tracer the hot routes still answer (the code that answers with tracing off), inside
+    a request span whose parent is the caller's traceparent, with the gate's span under it."""
+    from opentelemetry.trace import SpanKind
+
+    taken, fallback = [], app.wsgi_app.fallback
+    app.wsgi_app.fallback = lambda environ, start_response: taken.append(environ["PATH_INFO"]) or fallback(
+        environ, start_response)
+    parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    r = client.post("/v1/operations/begin", headers={**auth(), "traceparent": parent, "X-N8N-Execution-Id": "9"},
+                    json={"job_id": "j1", "action": "traced", "payload": {}, "fencing_token": world["token"]})
+    assert r.status_code == 200 and taken == []
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    server, gate = spans["POST /v1/operations/begin"], spans["durable.gate"]
+    assert server.kind == SpanKind.SERVER and server.parent.is_remote
+    assert f"{server.context.trace_id:032x}" == "0af7651916cd43dd8448eb211c80319c"
+    assert gate.parent.span_id == server.context.span_id and server.attributes["n8n.execution.id"] == "9"
+    assert server.attributes["http.route"] == "/v1/operations/begin"
+
+
+@pytest.fixture
+def exporter():
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
     from durable_ledger.web import tracing
 
-    monkeypatch.setattr(tracing, "tracer", object())
-    headers = {**auth(), "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "X-Request-Id": "r"}
-    for hdrs in (auth(), headers):
-        fast, slow, wrote_fast, wrote_slow, passed = both(
-            app,
-            client,
-            "/v1/operations/k1/confirm",
-            warm=True,
-            headers=hdrs,
-            json={"fencing_token": world["stale"], "remote_id": 1},
-        )
-        assert passed
-        assert_same(fast, slow, wrote_fast, wrote_slow)
+    exp, provider = InMemorySpanExporter(), TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exp))
+    tracing.use(provider)
+    tracing.tracer = provider.get_tracer("test")
+    yield exp
+    tracing.reset()
+    provider.shutdown()
 
 
 ROUTED = [

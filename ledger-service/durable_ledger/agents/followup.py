@@ -20,7 +20,8 @@ import openai
 
 from .. import store
 from ..jobs.budgets import tool_calls_used
-from ..kernel.checks import BUDGETS, stored_budgets
+from ..kernel.checks import stored_budgets
+from ..kernel.fields import BUDGETS
 from ..kernel.digest import request_digest
 from ..kernel.errors import AgentsApiError, DigestMismatch, FollowUpRefused
 from ..kernel.fencing import check_fence

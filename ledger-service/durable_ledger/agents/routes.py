@@ -5,49 +5,23 @@ OpenAI signs it, and the signature is the authentication.
 """
 
 from flask import Blueprint, jsonify, request, send_file
-from marshmallow import fields, validate
 
 from ..jobs import routes as job_routes
 from ..kernel.errors import ValidationFailed
 from ..kernel.limits import id_problem
 from ..web.context import config, principal
-from ..web.schemas import Strict, _identifier, _int32, load
+from ..kernel import bodies
+from ..web.schemas import load
 from . import artifacts, control, followup, sessions, webhooks
 from .openai_client import get_client
 
-_idempotency_key = _identifier(200)
-
 bp = Blueprint("agents", __name__)
-
-
-class BindSchema(Strict):
-    session_id = fields.String(required=True, validate=validate.Length(min=1, max=255))
-
-
-class ExpectedArtifactSchema(Strict):
-    role = fields.String(required=True, validate=validate.Length(min=1, max=255))
-    sha256 = fields.String(required=True, validate=validate.Regexp(r"^[0-9a-f]{64}$", error="sha256 must be 64 hex digits"))
-    uri = fields.String(validate=validate.Length(min=1, max=2048))
-
-
-class SyncSchema(Strict):
-    fencing_token = fields.Integer(load_default=None, allow_none=True, strict=True, validate=_int32())
-    answer_actions = fields.Boolean(load_default=False)
-    rebuild_stream = fields.Boolean(load_default=False)
-    expected_artifacts = fields.List(fields.Nested(ExpectedArtifactSchema), load_default=list,
-                                     validate=validate.Length(max=1000))
-
-
-class FollowUpSchema(Strict):
-    message = fields.String(required=True, validate=validate.Length(min=1, max=20000))
-    fencing_token = fields.Integer(required=True, strict=True, validate=_int32())
-    idempotency_key = fields.String(load_default=None, allow_none=True, validate=_idempotency_key)
 
 
 @bp.put("/v1/jobs/<job_id>/session")
 def bind(job_id):
     who = principal().require("runner")
-    body = load(BindSchema, request)
+    body = load(bodies.BindSchema, request)
     binding, created = control.bind(get_client(), who.tenant, job_id, body["session_id"], who.actor)
     return jsonify(binding), 201 if created else 200
 
@@ -61,7 +35,7 @@ def show(job_id):
 @bp.post("/v1/jobs/<job_id>/session/sync")
 def sync_session(job_id):
     who = principal().require("runner")
-    body = load(SyncSchema, request)
+    body = load(bodies.SyncSchema, request)
     return jsonify(control.sync_session(who, get_client(), job_id, body["fencing_token"], body["answer_actions"],
                                         body["rebuild_stream"], body["expected_artifacts"]))
 
@@ -69,7 +43,7 @@ def sync_session(job_id):
 @bp.post("/v1/jobs/<job_id>/session/follow-up")
 def follow_up(job_id):
     who = principal().require("runner")
-    body = load(FollowUpSchema, request)
+    body = load(bodies.FollowUpSchema, request)
     key = request.headers.get("Idempotency-Key") or body["idempotency_key"]
     if key is not None and id_problem(key, 200):
         raise ValidationFailed(f"Idempotency-Key {id_problem(key, 200)}", {"field": "Idempotency-Key"})

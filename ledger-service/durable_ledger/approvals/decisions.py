@@ -35,6 +35,7 @@ from .. import store
 from ..jobs.operations import get_operation
 from ..jobs.serialize import iso
 from ..kernel import states as S
+from ..kernel.bodies import MAX_APPROVAL_TTL_S
 from ..kernel.errors import ContentChanged, DecisionChanged, InvalidTransition, ValidationFailed
 from ..store import approvals as store_approvals
 from ..store.audit import audit
@@ -43,7 +44,7 @@ from . import waits as approval_waits
 from .rules import active_denial
 
 DEFAULT_TTL_S = 24 * 3600
-MAX_TTL_S = 90 * 86400
+MAX_TTL_S = MAX_APPROVAL_TTL_S  # kernel/bodies.py declares it for the approve body
 
 
 def _check_shown(op, shown_digest):

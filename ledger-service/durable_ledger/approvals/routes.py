@@ -1,33 +1,21 @@
 """Approvals (approver role only) and the tenant's acceptance counters."""
 
 from flask import Blueprint, jsonify, request
-from marshmallow import fields, validate
 
 from ..jobs import report
+from ..kernel import bodies
 from ..web import schemas
 from ..web.context import config, principal
-from . import calls, decisions
+from . import calls
 
 bp = Blueprint("approvals", __name__)
-
-
-class ApproveOperationSchema(schemas.Strict):
-    content_digest = fields.String(required=True, validate=validate.Regexp(r"^[0-9a-f]{64}$"))
-    expires_in_s = fields.Integer(load_default=None, allow_none=True,
-                                  validate=validate.Range(min=60, max=decisions.MAX_TTL_S))
-    note = fields.String(load_default=None, allow_none=True, validate=validate.Length(max=2000))
-
-
-class DenyOperationSchema(schemas.Strict):
-    content_digest = fields.String(required=True, validate=validate.Regexp(r"^[0-9a-f]{64}$"))
-    reason = fields.String(required=True, validate=validate.Length(min=1, max=2000))
 
 
 @bp.post("/v1/operations/<path:key>/approve")
 def approve_operation(key):
     """Approve what the gate halted, bound to the digest the approver saw (409 content_changed)."""
     who = principal().require("approver")
-    b = schemas.load(ApproveOperationSchema, request)
+    b = schemas.load(bodies.ApproveOperationSchema, request)
     a, created = calls.approve(who, key, b["content_digest"], config(), b["expires_in_s"], b["note"])
     return jsonify({"approval": a, "created": created}), 201 if created else 200
 
@@ -36,7 +24,7 @@ def approve_operation(key):
 def deny_operation(key):
     """Deny it with a reason: `begin` answers halt/approval_denied until it is approved."""
     who = principal().require("approver")
-    b = schemas.load(DenyOperationSchema, request)
+    b = schemas.load(bodies.DenyOperationSchema, request)
     d, created = calls.deny(who, key, b["content_digest"], b["reason"])
     return jsonify({"denial": d, "created": created}), 201 if created else 200
 
@@ -51,7 +39,7 @@ def pending():
 @bp.post("/v1/approvals")
 def grant():
     who = principal().require("approver")
-    b = schemas.load(schemas.ApprovalSchema, request)
+    b = schemas.load(bodies.ApprovalSchema, request)
     return jsonify(calls.grant(who, b["job_id"], b["task_version"], b["action"], b["content_digest"], b["target"],
                                b["expires_at"], b["note"])), 201
 

@@ -47,6 +47,7 @@ import requests
 from .. import store
 from ..jobs.operations import get_operation
 from ..jobs.serialize import iso
+from ..kernel import links
 from ..kernel import states as S
 from ..kernel.errors import InvalidTransition, ValidationFailed
 from ..kernel.fencing import check_fence
@@ -60,7 +61,7 @@ log = logging.getLogger("durable_ledger.approval_waits")
 
 DECISIONS = ("approved", "denied")
 LOOPBACK = ("localhost", "127.0.0.1", "::1")
-MAX_URL = 2048
+MAX_URL = links.MAX_URL
 CLAIM_S = 60.0  # longer than any resume call's timeout
 ACTOR = "system:approval-waits"
 

@@ -4,6 +4,7 @@ the job's Agents API session. `JobCalls` and `LedgerCalls` are mixed into `Job` 
 (ledger.py); a transport implements the underscore methods they call, with the bodies built
 here (HttpLedger sends them, LocalLedger checks them as the routes do, then calls the feature)."""
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -181,7 +182,7 @@ class LedgerCalls:
         """The stored bytes of ``sha256``."""
         # Refused here, as agents/artifacts.py refuses it, before it becomes a URL: a value with a
         # slash would otherwise be the router's 404 over HTTP and a validation error in process.
-        if not isinstance(sha256, str) or fields.SHA256_HEX.fullmatch(sha256) is None:
+        if not isinstance(sha256, str) or re.fullmatch(fields.SHA256_PATTERN, sha256) is None:
             raise ValidationFailed("sha256 must be 64 lowercase hex digits", {"field": "sha256"})
         return self._artifact(sha256)
 

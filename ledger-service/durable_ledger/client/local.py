@@ -23,7 +23,7 @@ from ..gate import replies
 from ..jobs import jobs, leases, lifecycle
 from ..jobs import operations as job_ops
 from ..jobs.serialize import job_dict, lease_dict, operation_dict
-from ..kernel import checks
+from ..kernel import bodies, checks
 from ..kernel import states as S
 from ..kernel.config import Config
 from ..kernel.errors import COUNTED_REFUSALS, InvalidValue, LedgerError
@@ -40,6 +40,7 @@ from .ledger import Ledger
 from .local_calls import LocalCalls
 
 log = logging.getLogger("durable_ledger.client")
+_OUTCOMES = {"confirm": bodies.ConfirmSchema, "fail": bodies.FailSchema, "unknown": bodies.UnknownSchema}
 _bound = {}  # the last url a LocalLedger bound -> its database (init_database rebinds a PostgreSQL url)
 _bind_lock = threading.Lock()
 
@@ -110,14 +111,14 @@ class LocalLedger(LocalCalls, Ledger):
         if db.obj is self._database and not db.is_closed():
             db.close()
 
-    def _checked(self, kind, body):
-        """``body`` as the route for ``kind`` reads it, or the route's refusal (checks.body)."""
-        return checks.body(kind, body, self.config.max_body_bytes, self.config.max_receipt_bytes)
+    def _checked(self, schema_cls, body):
+        """``body`` as the route declared with ``schema_cls`` reads it, or the route's refusal."""
+        return checks.body(schema_cls, body, self.config)
 
     def _put_job(self, job_id, fields):
         checks.identifier("job_id", job_id, slashes=False)
         self._who("runner")
-        fields = self._checked("job", fields)
+        fields = self._checked(bodies.JobPutSchema, fields)
         session_id = fields.pop("session_id", None)
         if session_id is not None:
             job, created = self._put_job_with_session(job_id, session_id, fields)
@@ -129,7 +130,7 @@ class LocalLedger(LocalCalls, Ledger):
 
     def _acquire(self, job_id, owner, ttl_s, takeover):
         self._who("runner")
-        b = self._checked("lease", lease_body(owner, ttl_s, takeover))
+        b = self._checked(bodies.LeaseSchema, lease_body(owner, ttl_s, takeover))
         with self._session():
             job, lease = leases.acquire_lease(self.principal.tenant, job_id, b["owner"],
                                               b["ttl_s"] or self.config.default_lease_ttl_s, b["takeover"],
@@ -142,29 +143,27 @@ class LocalLedger(LocalCalls, Ledger):
 
     def _renew(self, job_id, owner, token, ttl_s):
         self._who("runner")
-        b = self._checked("renew", renew_body(owner, token, ttl_s))
+        b = self._checked(bodies.LeaseRenewSchema, renew_body(owner, token, ttl_s))
         with self._session():
             return lease_dict(leases.renew_lease(self.principal.tenant, job_id, b["owner"], b["fencing_token"],
                                                  b["ttl_s"] or self.config.default_lease_ttl_s)[1])
 
     def _release(self, job_id, owner, token):
         self._who("runner")
-        b = self._checked("release", release_body(owner, token))
+        b = self._checked(bodies.LeaseReleaseSchema, release_body(owner, token))
         with self._session():
             leases.release_lease(self.principal.tenant, job_id, b["owner"], b["fencing_token"])
 
     def _begin(self, job_id, action, token, payload, operation_key, target, requires_approval):
         self._who("runner")
-        b = self._checked("begin", begin_body(job_id, action, token, payload, operation_key, target, requires_approval))
+        b = self._checked(bodies.BeginSchema, begin_body(job_id, action, token, payload, operation_key, target, requires_approval))
         with self._session():
-            answer = gate.begin(self.principal, b["job_id"], b["action"], b["fencing_token"], payload=b["payload"],
-                                operation_key=b["operation_key"], target=b["target"],
-                                requires_approval=b["requires_approval"], config=self.gate_config)
+            answer = gate.begin(self.principal, config=self.gate_config, **b)
         return gate_answer(answer)
 
     def _outcome(self, kind, job_id, key, token, **fields):
         self._who("runner")
-        b = self._checked(kind, outcome_body(token, fields))
+        b = self._checked(_OUTCOMES[kind], outcome_body(token, fields))
         token = b["fencing_token"]
         with self._session():
             if kind == "confirm":
@@ -190,6 +189,6 @@ class LocalLedger(LocalCalls, Ledger):
 
     def _cancel(self, job_id, reason):
         self._who("runner", "editor", "approver")
-        b = self._checked("cancel", {"reason": reason})
+        b = self._checked(bodies.CancelSchema, {"reason": reason})
         with self._session():
             return lifecycle.cancel_job(self.principal, job_id, b["reason"])

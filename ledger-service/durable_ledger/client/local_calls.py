@@ -1,5 +1,5 @@
 """LocalLedger's half of calls.py: each call checks the body HttpLedger would send as its route
-reads it (kernel/checks.py), asks for the role the route asks for, then calls the feature
+reads it (its declaration, kernel/bodies.py), asks for the role the route asks for, then calls the feature
 function the route calls (gate/replies.py, gate/lookup.py, jobs/checkpoints.py,
 approvals/calls.py, agents/control.py, agents/artifacts.py), so the decision, the refusals and
 the audit events are the route's. The agents feature (and the SDK client it needs) is imported
@@ -10,11 +10,14 @@ import io
 from ..gate import lookup, replies
 from ..jobs import checkpoints, jobs
 from ..jobs.serialize import checkpoint_dict, job_dict
-from ..kernel import checks
+from ..kernel import bodies
 from ..kernel.errors import ValidationFailed
 from .answers import gate_answer
 from .calls import Batch
 from .ledger import GateAnswer
+
+
+_DECISIONS = {"approve": bodies.ApproveOperationSchema, "deny": bodies.DenyOperationSchema}
 
 
 def _agents():
@@ -36,7 +39,7 @@ class LocalCalls:
 
     def _version(self, job_id, body):
         who = self._who("runner")
-        b = self._checked("version", body)
+        b = self._checked(bodies.VersionSchema, body)
         with self._session():
             job = jobs.bump_version(who.tenant, job_id, b["fencing_token"], who.actor, b["task_version"])
             return job_dict(job, jobs.current_lease(job))
@@ -48,32 +51,29 @@ class LocalCalls:
 
     def _raw_outcome(self, key, body):
         who = self._who("runner")
-        b = self._checked("outcome", body)
+        b = self._checked(bodies.OutcomeSchema, body)
         with self._session():
             return replies.outcome(who, key, b)
 
     def _lookup(self, key, body):
         who = self._who("runner")
-        b = self._checked("lookup", body)
+        b = self._checked(bodies.LookupResultSchema, body)
         with self._session():
             return gate_answer(lookup.report_lookup(who, key, config=self.gate_config, **b))
 
     def _batch(self, body):
         who = self._who("runner")
-        b = self._checked("batch", body)
-        for item in b["confirm"]:
-            checks.sized("receipt", item.get("receipt"), self.config.max_receipt_bytes)
+        b = self._checked(bodies.BatchSchema, body)
         with self._session():
             return Batch.from_json(replies.batch(who, b["confirm"], b["begin"], self.gate_config), GateAnswer)
 
     def _checkpoint(self, job_id, body):
         who = self._who("runner", "approver")
-        b = self._checked("checkpoint", body)
-        checks.sized("body", b, self.config.max_checkpoint_bytes)
+        b = self._checked(bodies.CheckpointSchema, body)
         token, phase = b.pop("fencing_token"), b.pop("phase")
         with self._session():
             job, cp = checkpoints.save_checkpoint(who, job_id, token, phase, b)
-            return {"checkpoint": checkpoint_dict(cp), "job": job_dict(job, jobs.current_lease(job))}
+            return {bodies.CheckpointSchema: checkpoint_dict(cp), "job": job_dict(job, jobs.current_lease(job))}
 
     def _checkpoints(self, job_id):
         with self._session():
@@ -83,7 +83,7 @@ class LocalCalls:
         from ..approvals import calls
 
         who = self._who("runner")
-        b = self._checked("wait", body)
+        b = self._checked(bodies.WaitSchema, body)
         with self._session():
             return calls.register_wait(who, key, self.config, b["resume_url"], b["fencing_token"],
                                        b["execution_id"], b["workflow_id"])[0]
@@ -105,7 +105,7 @@ class LocalCalls:
         from ..approvals import calls
 
         who = self._who("approver")
-        b = self._checked(kind, body)
+        b = self._checked(_DECISIONS[kind], body)
         with self._session():
             if kind == "approve":
                 return calls.approve(who, key, b["content_digest"], self.config, b["expires_in_s"], b["note"])
@@ -115,7 +115,7 @@ class LocalCalls:
         from ..approvals import calls
 
         who = self._who("approver")
-        b = self._checked("grant", body)
+        b = self._checked(bodies.ApprovalSchema, body)
         with self._session():
             return calls.grant(who, b["job_id"], b["task_version"], b["action"], b["content_digest"], b["target"],
                                b["expires_at"], b["note"])
@@ -148,7 +148,7 @@ class LocalCalls:
     def _bind(self, job_id, body):
         _, control, get_client = _agents()
         who = self._who("runner")
-        b = self._checked("bind", body)
+        b = self._checked(bodies.BindSchema, body)
         with self._session():
             return control.bind(get_client(), who.tenant, job_id, b["session_id"], who.actor)[0]
 
@@ -160,7 +160,7 @@ class LocalCalls:
     def _sync(self, job_id, body):
         _, control, get_client = _agents()
         who = self._who("runner")
-        b = self._checked("sync", body)
+        b = self._checked(bodies.SyncSchema, body)
         with self._session():
             return control.sync_session(who, get_client(), job_id, **b)
 

@@ -4,30 +4,32 @@ A gated step is two requests (begin, then confirm or outcome, or a share of two 
 was Werkzeug's request and response objects, Flask's dispatch and marshmallow, none of which
 protects anything the gate does not check again. This handler answers exactly those requests
 when they are plain: ``POST`` to the exact path, no query string, a JSON body with a
-Content-Length within the body limit, and a body that gate/fast_bodies.py reads as the schema
-would. Everything else (another route or method, a form, a chunked or oversized body, a body the
-schema might refuse, tracing on) goes to the Flask app untouched, which answers it as before:
-so every refusal of a bad request is still the schema's, word for word.
+Content-Length within the body limit. Everything else (another route or method, a form, a
+chunked or oversized body) goes to the Flask app untouched. Tracing on or off, a hot request
+takes the same code: with a tracer, inside a request span as the Flask instrumentation would
+make (web/tracing.py server_span).
 
-What it does itself is what the Flask route does for a good body: the same database connection
-per request, the same n8n provenance, the same token check (401 / 403 through the same error
-answer, the same audit rows for counted refusals), the same gate call and the same JSON.
+What it does itself is what the Flask route does: the same database connection per request,
+the same n8n provenance, the same token check (401 / 403 through the same error answer, the
+same audit rows for counted refusals), then the body read by the same declaration and reader
+(kernel/bodies.py, so a refusal is the route's word for word), the same gate call and the same
+JSON.
 """
 
 import io
 import logging
+from contextlib import contextmanager
 
 from werkzeug.http import HTTP_STATUS_CODES
 
 from ..auth import authenticate, bearer_from_header
-from ..kernel import limits, n8n_context
+from ..kernel import bodies, limits, n8n_context
 from ..kernel.errors import InvalidValue, LedgerError
 from ..store.audit import record_refusal
 from ..store.db import DataError, open_request_connection, release_request_connection
-from ..web import tracing
+from ..web import schemas, tracing
 from ..kernel.errors import COUNTED_REFUSALS
 from ..web.errors import INTERNAL_ERROR, bounded, unavailable_answer
-from . import fast_bodies
 from . import outcomes as ops
 from . import replies, routes
 
@@ -42,8 +44,8 @@ _BATCH = _PREFIX + "batch"
 
 
 def install(app):
-    """Put the handler in front of ``app`` (after tracing's middleware would be: it is off then),
-    and give the server's worker its lean entry (``app.lean_answer``, web/lean_http.py)."""
+    """Put the handler in front of ``app`` (and of the Flask instrumentation's wrapper, when
+    tracing is on: that one sees the requests passed on), and give the server's worker its lean entry (``app.lean_answer``, web/lean_http.py)."""
     fast = FastGate(app, app.wsgi_app)
     app.wsgi_app = fast
     app.lean_answer = fast.lean
@@ -57,15 +59,15 @@ def _route(path):
     if not path.startswith(_PREFIX) or not path.isascii():
         return None
     if path == _BEGIN:
-        return fast_bodies.begin, _begin, None
+        return bodies.BeginSchema, _begin, None, _BEGIN
     if path == _BATCH:
-        return fast_bodies.batch, _batch, None
-    for suffix, read, act in (("/confirm", fast_bodies.confirm, _confirm), ("/outcome", fast_bodies.outcome, _outcome)):
+        return bodies.BatchSchema, _batch, None, _BATCH
+    for suffix, read, act in (("/confirm", bodies.ConfirmSchema, _confirm), ("/outcome", bodies.OutcomeSchema, _outcome)):
         if path.endswith(suffix):
             key = path[len(_PREFIX):-len(suffix)]
             if "/confirm" in key or "/outcome" in key or limits.id_problem(key, 512):
                 return None
-            return read, act, key
+            return read, act, key, _PREFIX + "<path:key>" + suffix
     return None
 
 
@@ -112,11 +114,13 @@ class FastGate:
         environ["wsgi.input"] = io.BytesIO(raw)  # for Flask, if the body is not one to take here
         # A body that ended before its Content-Length (a server handing over a cut-off stream)
         # is Flask's: Werkzeug answers it 400 even when the bytes that came are valid JSON.
-        answer = self._take(plain, raw, environ.get) if len(raw) == plain[1] else None
-        if answer is None:
+        if len(raw) != plain[1]:
             return self.fallback(environ, start_response)
-        status, data = answer
-        start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(data)))])
+        with tracing.server_span(environ, plain[0][3]) if tracing.tracer is not None else _untraced() as answered:
+            status, data = self._take(plain, raw, environ.get)
+            headers = [("Content-Type", "application/json"), ("Content-Length", str(len(data)))]
+            answered(status, headers)
+        start_response(status, headers)
         return [data]
 
     def lean(self, path, headers, raw):
@@ -130,23 +134,21 @@ class FastGate:
 
     def _plain(self, path, content_type, length):
         """(hot route, body length) for a plain request to a hot path, else None."""
-        hot = _route(path) if tracing.tracer is None else None
+        hot = _route(path)
         length = _plain_json(content_type, length, self.app.config["DURABLE"].max_body_bytes) if hot else None
         return None if length is None else (hot, length, path)
 
     def _take(self, plain, raw, header):
-        """(status line, body bytes) for a body the route may take, or None (nothing done)."""
+        """(status line, body bytes): the route's answer or its error answer."""
         hot, _length, path = plain
         cfg = self.app.config["DURABLE"]
-        body = _read(raw, hot[0], cfg)
-        if body is None:
-            return None
-        status, out = self._answer(header, path, hot, body, cfg)
+        status, out = self._answer(header, path, hot, raw, cfg)
         data = (self.app.json.dumps(out, **_dump_args(self.app)) + "\n").encode()
         return f"{status} {HTTP_STATUS_CODES[status].upper()}", data
 
-    def _answer(self, header, path, hot, body, cfg):
-        """(status, JSON) for a body already read: the route's answer or its error answer.
+    def _answer(self, header, path, hot, raw, cfg):
+        """(status, JSON): the route's answer or its error answer, in the route's order (the
+        token, then the body).
         ``header(environ key)``: the request header's value or None."""
         who = None
         try:
@@ -154,7 +156,9 @@ class FastGate:
             open_request_connection()
             n8n_context.set_execution(header("HTTP_X_N8N_EXECUTION_ID"), header("HTTP_X_N8N_WORKFLOW_ID"))
             who = authenticate(bearer_from_header(header("HTTP_AUTHORIZATION")), cfg.token_cache_ttl_s)
-            return 200, hot[1](who.require("runner"), hot[2], body, cfg)
+            who.require("runner")
+            body = bodies.read(hot[0], schemas.parse(raw), cfg)
+            return 200, hot[1](who, hot[2], body, cfg)
         except LedgerError as exc:
             return exc.http_status, _error(exc, who, path)
         except DataError as exc:  # as web/errors.py: the caller's value, never the driver's text
@@ -174,20 +178,17 @@ class FastGate:
             release_request_connection()
 
 
-def _read(raw, read, cfg):
-    try:
-        data = limits.parse_json(raw)
-    except LedgerError:
-        return None
-    return read(data, cfg) if isinstance(data, dict) else None
-
-
 def _error(exc, who, path):
     """web/errors.py's answer for ``exc``, and its audit row for a counted refusal."""
     if exc.code in COUNTED_REFUSALS and who is not None and not exc.recorded:
         record_refusal(who.tenant, None, who.actor, exc.code,
                        {"path": path, **{k: v for k, v in exc.details.items() if k != "fields"}})
     return bounded(exc.to_dict())
+
+
+@contextmanager
+def _untraced():
+    yield lambda _status, _headers: None
 
 
 def _dump_args(app):

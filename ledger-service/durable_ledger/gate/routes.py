@@ -5,6 +5,7 @@ from flask import Blueprint, jsonify, request
 from .. import gate
 from ..jobs import operations as job_ops
 from ..jobs.serialize import event_dict, operation_dict
+from ..kernel import bodies
 from ..web import schemas, tracing
 from ..web.context import config, principal
 from . import lookup, replies
@@ -30,7 +31,7 @@ def _begin(who, body, cfg=None):
 @bp.post("/begin")
 def begin():
     who = principal().require("runner")
-    return jsonify(_begin(who, schemas.load(schemas.BeginSchema, request)))
+    return jsonify(_begin(who, schemas.load(bodies.BeginSchema, request)))
 
 
 @bp.post("/batch")
@@ -42,7 +43,7 @@ def batch():
     with a list of items) pays the HTTP and request-parsing cost once instead of once per item.
     """
     who = principal().require("runner")
-    body = schemas.load(schemas.BatchSchema, request)
+    body = schemas.load(bodies.BatchSchema, request)
     return jsonify(replies.batch(who, body["confirm"], body["begin"], _gate_config()))
 
 
@@ -53,7 +54,7 @@ def _op(op):
 @bp.post("/<path:key>/confirm")
 def confirm(key):
     who = principal().require("runner")
-    b = schemas.load(schemas.ConfirmSchema, request)
+    b = schemas.load(bodies.ConfirmSchema, request)
     replies.check_cost(who, key, b["cost"])
     return _op(ops.confirm(who, key, b["fencing_token"], b["remote_id"], b["receipt"], b["cost"]))
 
@@ -61,21 +62,21 @@ def confirm(key):
 @bp.post("/<path:key>/fail")
 def fail(key):
     who = principal().require("runner")
-    b = schemas.load(schemas.FailSchema, request)
+    b = schemas.load(bodies.FailSchema, request)
     return _op(ops.fail(who, key, b["fencing_token"], b["retryable"], b["error"]))
 
 
 @bp.post("/<path:key>/unknown")
 def unknown(key):
     who = principal().require("runner")
-    b = schemas.load(schemas.UnknownSchema, request)
+    b = schemas.load(bodies.UnknownSchema, request)
     return _op(ops.mark_unknown(who, key, b["fencing_token"], b["error"]))
 
 
 @bp.post("/<path:key>/outcome")
 def outcome(key):
     who = principal().require("runner")
-    b = schemas.load(schemas.OutcomeSchema, request)
+    b = schemas.load(bodies.OutcomeSchema, request)
     return jsonify(replies.outcome(who, key, b))
 
 
@@ -83,7 +84,7 @@ def outcome(key):
 def lookup_result(key):
     """The caller looked the object up itself (Begin Step's Look Up output): settle, then gate again."""
     who = principal().require("runner")
-    b = schemas.load(schemas.LookupResultSchema, request)
+    b = schemas.load(bodies.LookupResultSchema, request)
     def decide():
         return answer_dict(lookup.report_lookup(who, key, config=_gate_config(), **b))
 

@@ -9,7 +9,8 @@ import time
 
 from .. import store
 from ..kernel.budgets import exhausted_budget
-from ..kernel.checks import BUDGETS, stored_budgets
+from ..kernel.checks import stored_budgets
+from ..kernel.fields import BUDGETS
 
 
 def tool_calls_used(job):

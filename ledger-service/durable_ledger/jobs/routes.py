@@ -3,6 +3,7 @@
 from flask import Blueprint, current_app, jsonify, request
 
 from ..jobs import operations as ops
+from ..kernel import bodies
 from ..kernel import states as S
 from ..web import schemas
 from ..web.context import config, principal
@@ -20,7 +21,7 @@ SESSION_BINDER = "durable_ledger.session_binder"
 @bp.put("/<job_id>")
 def put_job(job_id):
     who = principal().require("runner")
-    body = schemas.load(schemas.JobPutSchema, request)
+    body = schemas.load(bodies.JobPutSchema, request)
     session_id = body.pop("session_id", None)
     if session_id is None:
         job, created = jobs.create_or_get_job(who.tenant, job_id, actor=who.actor, **body)
@@ -41,7 +42,7 @@ def get_job(job_id):
 @bp.post("/<job_id>/versions")
 def bump_version(job_id):
     who = principal().require("runner")
-    body = schemas.load(schemas.VersionSchema, request)
+    body = schemas.load(bodies.VersionSchema, request)
     job = jobs.bump_version(who.tenant, job_id, body["fencing_token"], who.actor, body["task_version"])
     return jsonify(job_dict(job, jobs.current_lease(job)))
 
@@ -57,7 +58,7 @@ def _lease_body(job, lease):
 @bp.post("/<job_id>/lease")
 def acquire(job_id):
     who = principal().require("runner")
-    body = schemas.load(schemas.LeaseSchema, request)
+    body = schemas.load(bodies.LeaseSchema, request)
     ttl = body["ttl_s"] or config().default_lease_ttl_s
     job, lease = leases.acquire_lease(who.tenant, job_id, body["owner"], ttl, body["takeover"], who.actor)
     return jsonify(_lease_body(job, lease))
@@ -67,7 +68,7 @@ def acquire(job_id):
 def start_job(job_id):
     """PUT /v1/jobs/{id} + POST .../lease + (a higher task_version) POST .../versions, in one transaction."""
     who = principal().require("runner")
-    body = schemas.load(schemas.StartSchema, request)
+    body = schemas.load(bodies.StartSchema, request)
     owner, ttl = body.pop("owner"), body.pop("ttl_s") or config().default_lease_ttl_s
     job, lease, created = start.start_job(who.tenant, job_id, owner, ttl, actor=who.actor, **body)
     out = _lease_body(job, lease)
@@ -78,7 +79,7 @@ def start_job(job_id):
 @bp.post("/<job_id>/lease/renew")
 def renew(job_id):
     who = principal().require("runner")
-    body = schemas.load(schemas.LeaseRenewSchema, request)
+    body = schemas.load(bodies.LeaseRenewSchema, request)
     ttl = body["ttl_s"] or config().default_lease_ttl_s
     _, lease = leases.renew_lease(who.tenant, job_id, body["owner"], body["fencing_token"], ttl,
                                   live_s=body["live_s"])
@@ -88,7 +89,7 @@ def renew(job_id):
 @bp.delete("/<job_id>/lease")
 def release(job_id):
     who = principal().require("runner")
-    body = schemas.load(schemas.LeaseReleaseSchema, request)
+    body = schemas.load(bodies.LeaseReleaseSchema, request)
     leases.release_lease(who.tenant, job_id, body["owner"], body["fencing_token"])
     return "", 204
 
@@ -104,7 +105,7 @@ def job_operations(job_id):
 @bp.post("/<job_id>/checkpoints")
 def save_checkpoint(job_id):
     who = principal().require("runner", "approver")
-    body = schemas.load(schemas.CheckpointSchema, request)
+    body = schemas.load(bodies.CheckpointSchema, request)
     token, phase = body.pop("fencing_token"), body.pop("phase")
     job, cp = checkpoints.save_checkpoint(who, job_id, token, phase, body)
     return jsonify({"checkpoint": checkpoint_dict(cp), "job": job_dict(job, jobs.current_lease(job))}), 201
@@ -120,14 +121,14 @@ def list_checkpoints(job_id):
 @bp.post("/<job_id>/cancel")
 def cancel(job_id):
     who = principal().require("runner", "editor", "approver")
-    body = schemas.load(schemas.CancelSchema, request)
+    body = schemas.load(bodies.CancelSchema, request)
     return jsonify(lifecycle.cancel_job(who, job_id, body["reason"]))
 
 
 @bp.post("/<job_id>/reauthorize")
 def reauthorize(job_id):
     who = principal().require("approver")
-    body = schemas.load(schemas.ReauthorizeSchema, request)
+    body = schemas.load(bodies.ReauthorizeSchema, request)
     job = lifecycle.reauthorize(who, job_id, body["policy_hash"], body["note"])
     return jsonify(job_dict(job, jobs.current_lease(job)))
 
@@ -135,7 +136,7 @@ def reauthorize(job_id):
 @bp.post("/<job_id>/resume")
 def resume_job(job_id):
     who = principal().require("runner")
-    b = schemas.load(schemas.ResumeSchema, request)
+    b = schemas.load(bodies.ResumeSchema, request)
     packet = resume.resume_job(who, job_id, b["owner"], b["ttl_s"] or config().default_lease_ttl_s,
                                b["takeover"], b["artifacts"], b["policy_hash"])
     return jsonify(packet)

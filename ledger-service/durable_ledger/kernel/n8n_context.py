@@ -23,8 +23,6 @@ def clean_id(value):
     return value if isinstance(value, str) and _ID.match(value) else None
 
 
-_clean = clean_id
-
 
 def set_execution(execution_id, workflow_id):
     """Remember the caller's n8n execution for this request (invalid ids are dropped, not refused:

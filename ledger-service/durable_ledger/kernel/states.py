@@ -39,6 +39,13 @@ MESSAGES = {
 }
 
 
+# A transport failure the caller reports instead of a status: the first two may have happened
+# after the remote wrote, the last two before anything was sent.
+MAYBE_SENT_ERRORS = ("timeout", "connection_reset")
+NOT_SENT_ERRORS = ("connection_refused", "dns")
+ERROR_KINDS = MAYBE_SENT_ERRORS + NOT_SENT_ERRORS
+
+
 def classify_outcome(http_status=None, error_kind=None, remote_id=None):
     """Map a side effect's result to confirm / fail / fail_halt / unknown (docs/api.md, "Record Outcome").
 
@@ -46,9 +53,9 @@ def classify_outcome(http_status=None, error_kind=None, remote_id=None):
     A refused connection or DNS failure happened before anything was sent, so it is a
     retryable failure; a timeout or reset may have happened after the remote wrote.
     """
-    if error_kind in ("timeout", "connection_reset"):
+    if error_kind in MAYBE_SENT_ERRORS:
         return "unknown"
-    if error_kind in ("connection_refused", "dns"):
+    if error_kind in NOT_SENT_ERRORS:
         return "fail"
     if http_status is None:
         return "unknown"

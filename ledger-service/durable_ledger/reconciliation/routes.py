@@ -1,24 +1,17 @@
 """Review queue (editor role) and on-demand reconciliation."""
 
 from flask import Blueprint, jsonify, request
-from marshmallow import fields, validate
 
 from ..jobs import operations as ops
 from ..jobs.serialize import operation_dict
 from ..kernel.secrets import redact
+from ..kernel import bodies
 from ..web import schemas
 from ..web.context import config, principal
 from . import reviews
 from .apply import reconcile_operation
 
 bp = Blueprint("reviews", __name__)
-
-
-class ResolveSchema(schemas.Strict):
-    decision = fields.String(required=True, validate=validate.OneOf(["confirm", "fail", "abandon"]))
-    remote_id = fields.Raw(load_default=None, allow_none=True)
-    note = fields.String(load_default=None, allow_none=True, validate=validate.Length(max=2000))
-    expected_state = fields.String(load_default=None, allow_none=True)
 
 
 @bp.get("/v1/reviews")
@@ -36,7 +29,7 @@ def item(key):
 @bp.post("/v1/reviews/<path:key>/resolve")
 def resolve(key):
     who = principal().require("editor")
-    b = schemas.load(ResolveSchema, request)
+    b = schemas.load(bodies.ResolveSchema, request)
     op = reviews.resolve(who, key, b["decision"], b["remote_id"], b["note"], b["expected_state"])
     return jsonify({"operation": operation_dict(op)})
 

@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import logging
 import os
+from contextlib import contextmanager
 
 from .. import __version__
 from ..kernel.errors import LedgerError
-from ..kernel.n8n_context import _clean
+from ..kernel.n8n_context import clean_id
 
 log = logging.getLogger("durable_ledger.tracing")
 
@@ -89,67 +90,27 @@ def reset() -> None:
 
 
 def _process_provider(service_name):
+    """The process's TracerProvider, made by the SDK from the OTEL_* variables (OpenTelemetry's
+    own configurator, as ``opentelemetry-instrument`` runs it: exporters by entry point, sampler,
+    resource, batch processor settings). Like OpenTelemetry's distro, this only sets defaults
+    in the environment first: OTLP over HTTP/protobuf (the exporter the extra installs; the SDK
+    alone would pick gRPC), and OTLP traces when only an OTLP endpoint is given (`enabled`)."""
     global _provider, _own_provider
     if _provider is not None:
         return _provider
     # optional extra 'otel': imported only once tracing is on
     from opentelemetry import trace
-    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    from opentelemetry.distro import OpenTelemetryConfigurator
+    from opentelemetry.sdk.resources import SERVICE_NAME
 
-    # Resource.create reads OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES; ours is the default only.
+    os.environ.setdefault("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+    if not os.environ.get("OTEL_TRACES_EXPORTER", "").strip():
+        os.environ["OTEL_TRACES_EXPORTER"] = "otlp"
+    # OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES are read by the SDK; ours is the default only.
     attrs = {} if os.environ.get("OTEL_SERVICE_NAME") else {SERVICE_NAME: service_name}
-    provider = TracerProvider(resource=Resource.create(attrs))  # sampler from OTEL_TRACES_SAMPLER
-    for exporter in _exporters(os.environ):
-        provider.add_span_processor(BatchSpanProcessor(exporter))  # OTEL_BSP_* apply
-    trace.set_tracer_provider(provider)  # for any other instrumentation the operator adds
-    _provider, _own_provider = provider, True
-    return provider
-
-
-def _exporters(env):
-    names = [e.strip().lower() for e in env.get("OTEL_TRACES_EXPORTER", "").split(",") if e.strip()] or ["otlp"]
-    out = []
-    for name in names:
-        if name == "none":
-            continue
-        if name == "console":
-            # optional extra 'otel': imported only once tracing is on
-            from opentelemetry.sdk.trace.export import ConsoleSpanExporter
-
-            out.append(ConsoleSpanExporter())
-        elif name == "otlp":
-            out.append(_otlp_exporter(env))
-        else:
-            # optional extra 'otel': imported only once tracing is on
-            from opentelemetry.util._importlib_metadata import entry_points
-
-            found = list(entry_points(group="opentelemetry_traces_exporter", name=name))
-            if not found:
-                raise RuntimeError(f"OTEL_TRACES_EXPORTER={name}: no such span exporter is installed")
-            out.append(found[0].load()())
-    return out
-
-
-def _otlp_exporter(env):
-    """OTLP over HTTP/protobuf (the spec's default, installed by the extra); gRPC if asked and installed."""
-    protocol = (env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or env.get("OTEL_EXPORTER_OTLP_PROTOCOL")
-                or "http/protobuf").strip().lower()
-    if protocol == "grpc":
-        # optional, not even in the 'otel' extra: imported only when asked for
-        try:
-            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-        except ImportError as exc:
-            raise RuntimeError("OTEL_EXPORTER_OTLP_PROTOCOL=grpc needs opentelemetry-exporter-otlp-proto-grpc "
-                               "installed (the 'otel' extra ships http/protobuf)") from exc
-        return OTLPSpanExporter()
-    if protocol != "http/protobuf":
-        raise RuntimeError(f"OTLP protocol {protocol!r} is not supported here; use http/protobuf or grpc")
-    # optional extra 'otel': imported only once tracing is on
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-    return OTLPSpanExporter()  # endpoint, headers, timeout, compression from OTEL_EXPORTER_OTLP_*
+    OpenTelemetryConfigurator().configure(resource_attributes=attrs)
+    _provider, _own_provider = trace.get_tracer_provider(), True
+    return _provider
 
 
 def _request_hook(span, environ):
@@ -159,9 +120,28 @@ def _request_hook(span, environ):
         return
     for header, attr in (("HTTP_X_N8N_EXECUTION_ID", "n8n.execution.id"),
                          ("HTTP_X_N8N_WORKFLOW_ID", "n8n.workflow.id")):
-        value = _clean(environ.get(header))
+        value = clean_id(environ.get(header))
         if value:
             span.set_attribute(attr, value)
+
+
+@contextmanager
+def server_span(environ, route):
+    """The request span of a request the hot routes answer without Flask (gate/fast_routes.py),
+    as the Flask instrumentation makes it for the others: a W3C ``traceparent`` as the parent,
+    the WSGI instrumentation's request attributes, the route, the n8n ids. Yields a function
+    to call with the status line and headers of the answer."""
+    # optional extra 'otel': imported only once tracing is on
+    from opentelemetry import trace
+    from opentelemetry.instrumentation.wsgi import add_response_attributes, collect_request_attributes, wsgi_getter
+    from opentelemetry.propagate import extract
+
+    method = environ.get("REQUEST_METHOD", "POST")
+    attrs = {**collect_request_attributes(environ), "http.route": route}
+    with tracer.start_as_current_span(f"{method} {route}", context=extract(environ, getter=wsgi_getter),
+                                      kind=trace.SpanKind.SERVER, attributes=attrs) as span:
+        _request_hook(span, environ)
+        yield lambda status, headers: add_response_attributes(span, status, headers)
 
 
 # Attributes of a gate span: identifiers and the decision, never payloads, receipts or errors' text.
