@@ -10,6 +10,7 @@ from .agents import routes as agents
 from .approvals import routes as approvals
 from .approvals import wait_routes as waits
 from .auth import load_bootstrap_tokens
+from .console import base as console_base
 from .console import review_page
 from .console import views as console
 from .gate import fast_routes
@@ -77,6 +78,7 @@ def _configure_console_sessions(app, cfg):
     with db.connection_context():
         app.secret_key = console.session_secret(cfg)
     app.session_interface = console.ConsoleSessions()
+    console_base.install_csrf(app)
     app.config.update(SESSION_COOKIE_HTTPONLY=True, SESSION_COOKIE_SAMESITE="Strict",
                       SESSION_COOKIE_SECURE=os.environ.get("DURABLE_COOKIE_SECURE") == "1")
 

@@ -621,3 +621,29 @@ def test_console_a_session_ends_at_its_expiry(app, client, tok):
     with db.connection_context():
         ConsoleSession.update(expires_at=time.time() - 1).execute()
     assert page.get("/console/approvals").get_data(as_text=True).count('id="token"') == 1
+
+
+def test_console_every_post_without_the_token_is_refused(app, client, tok):
+    """One check covers every form the console takes (console/base.py install_csrf): each POST
+    route under the console's paths, found in the app's URL map, refuses a missing or forged
+    token before its view runs, signed in or not, and nothing is written."""
+    from durable_ledger.console.base import SESSION_PREFIXES
+
+    key, digest = halted(client, tok)
+    posts = sorted(re.sub(r"<(?:\w+:)?(\w+)>", quote(key, safe=""), r.rule) for r in app.url_map.iter_rules()
+                   if "POST" in r.methods and r.rule.startswith(SESSION_PREFIXES))
+    assert {"/console/login", "/console/logout", f"/console/approvals/{quote(key, safe='')}/approve",
+            f"/console/approvals/{quote(key, safe='')}/deny"} <= set(posts), posts
+    assert any("/resolve" in p for p in posts), posts
+    page, csrf, _ = sign_in(app, "admin-token")
+    form = {"digest": digest, "reason": "r", "decision": "abandon", "token": "admin-token"}
+    for path in posts:
+        for who, data in ((page, form), (page, {**form, "csrf": "forged"}), (page, {**form, "csrf": ""}),
+                          (app.test_client(), form)):
+            r = who.post(path, data=data)
+            assert r.status_code == 403 and "the form expired" in r.get_data(as_text=True), (path, r.status_code)
+    with db.connection_context():
+        assert Approval.select().count() == 0 and ApprovalDenial.select().count() == 0
+    assert page.get("/console/jobs").status_code == 200  # still signed in: the logout was refused too
+    r = page.post(f"/console/approvals/{quote(key, safe='')}/deny", data={**form, "csrf": csrf})
+    assert r.status_code == 302  # the same form with the page's token is taken

@@ -1,24 +1,21 @@
-"""Who is signed in to the console, and the CSRF token every form carries.
+"""Who is signed in to the console.
 
-Two kinds of browser session, both in Flask's signed cookie (console.py's ``ConsoleSessions``):
+The browser session is Flask's signed cookie (console.py's ``ConsoleSessions``). Signed in, it
+holds ``sid``: a random id whose sha256 names a row of store/console_sessions.py, with the hash of
+the token that signed in. Authority is the row, never the cookie: sign-out and
+`auth.revoke_token` end the row, and every copy of the cookie stops working on its next request,
+in every worker.
 
-- before sign-in, a random ``login_csrf`` only, carried by the sign-in form. A sign-in posted
-  from another site (a login CSRF, to sign the victim in as the attacker) arrives without our
-  cookie (SameSite=Strict) and so without anything to match: refused;
-- signed in, ``sid``: a random id whose sha256 names a row of store/console_sessions.py. The row
-  holds the hash of the token that signed in and the session's CSRF token. Authority is the row,
-  never the cookie: sign-out and `auth.revoke_token` end the row, and every copy of the cookie
-  stops working on its next request, in every worker.
-
-A token is never empty: a missing or empty ``csrf`` field, or a session without a token, never
-matches (an empty field once matched a session that had not rendered a form yet).
+The CSRF token every form carries is Flask-WTF's (base.py checks it on every console POST). It
+lives in the same cookie session, so signing in or out (both clear the session) starts a new one.
 """
 
 import hashlib
 import secrets
 import time
 
-from flask import g, request, session
+from flask import g, session
+from flask_wtf.csrf import generate_csrf
 
 from ..auth import authenticate, authenticate_hash, hash_token
 from ..kernel.errors import Forbidden, Unauthorized
@@ -70,31 +67,14 @@ def sign_in(raw_token):
 
 
 def sign_out():
-    """End the session (its form's CSRF token checked); without one there is nothing to end."""
+    """End the session (its form's CSRF token was checked before the view); without one there is
+    nothing to end."""
     if current_user() is not None:
-        check_csrf()
         console_sessions.end(g.console_session.session_hash, time.time(), "signed_out")
     session.clear()
     g.pop("console_who", None)
 
 
 def csrf_token():
-    """The signed-in session's token, or the sign-in form's (made now if the cookie has none)."""
-    current_user()
-    if g.console_session is not None:
-        return g.console_session.csrf
-    if not isinstance(session.get("login_csrf"), str) or not session["login_csrf"]:
-        session["login_csrf"] = secrets.token_urlsafe(24)
-    return session["login_csrf"]
-
-
-def check_csrf(login=False):
-    current_user()
-    if login:
-        expected = session.get("login_csrf")
-    else:
-        expected = g.console_session.csrf if g.console_session is not None else None
-    given = request.form.get("csrf")
-    if not (isinstance(expected, str) and expected and given
-            and secrets.compare_digest(given.encode("utf-8"), expected.encode("utf-8"))):
-        raise Forbidden("the form expired; reload the page and try again", {})
+    """The token for this session's forms (made now if the cookie has none)."""
+    return generate_csrf()

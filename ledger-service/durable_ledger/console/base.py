@@ -9,10 +9,12 @@ from functools import wraps
 from urllib.parse import quote, unquote
 
 from flask import Blueprint, redirect, render_template, request, url_for
+from flask_wtf.csrf import CSRFError, CSRFProtect
 
-from .auth import CONSOLE_ROLES, check_csrf, csrf_token, current_user
+from ..kernel.errors import Forbidden
+from .auth import CONSOLE_ROLES, csrf_token, current_user
 
-__all__ = ["CONSOLE_ROLES", "SESSION_PREFIXES", "bp", "check_csrf", "current_user", "page", "safe_next",
+__all__ = ["CONSOLE_ROLES", "SESSION_PREFIXES", "bp", "current_user", "install_csrf", "page", "safe_next",
            "security_headers", "signed_in"]
 
 bp = Blueprint("console", __name__, url_prefix="/console", template_folder="templates")
@@ -23,6 +25,33 @@ CSP = ("default-src 'none'; style-src 'unsafe-inline'; img-src 'self' http: http
 # and dot segments: a relative URL on this origin, never `//host` or `/\host` (browsers read
 # both as another host).
 _NEXT = re.compile(r"/(?:console|review)(?:[/?][!-~]*)?")
+
+
+csrf = CSRFProtect()
+
+
+def install_csrf(app):
+    """One check for every form the console takes: any POST under SESSION_PREFIXES, whichever
+    view answers it (a new view is covered without a word), before the view runs. The API under
+    /v1/ is authenticated by bearer tokens, never by a cookie, and is not checked.
+
+    No referrer check on HTTPS: the pages send ``Referrer-Policy: no-referrer``, so a browser's
+    form post carries none. The token is bound to the session cookie, which is SameSite=Strict."""
+    app.config.update(WTF_CSRF_CHECK_DEFAULT=False, WTF_CSRF_FIELD_NAME="csrf", WTF_CSRF_TIME_LIMIT=None,
+                      WTF_CSRF_SSL_STRICT=False, WTF_CSRF_METHODS=["POST", "PUT", "PATCH", "DELETE"])
+    csrf.init_app(app)
+    app.before_request(_check_form_token)
+
+
+def _check_form_token():
+    if request.method in ("GET", "HEAD", "OPTIONS", "TRACE") or not request.path.startswith(SESSION_PREFIXES):
+        return
+    if request.routing_exception is not None:  # no view takes it: the 404 or 405 answers
+        return
+    try:
+        csrf.protect()
+    except CSRFError:
+        raise Forbidden("the form expired; reload the page and try again", {}) from None
 
 
 def security_headers(resp):

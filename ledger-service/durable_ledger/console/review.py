@@ -8,7 +8,7 @@ from flask import flash, redirect, request, url_for
 
 from ..kernel.errors import LedgerError
 from ..reconciliation import reviews
-from .base import bp, check_csrf, page, signed_in
+from .base import bp, page, signed_in
 
 
 @bp.get("/review")
@@ -30,7 +30,6 @@ def review_item(who, key):
 @bp.post("/review/item/<path:key>/resolve")
 @signed_in("editor")
 def resolve(who, key):
-    check_csrf()
     decision = request.form.get("decision", "")
     remote_id = request.form.get("remote_id") or request.form.get("candidate") or None
     try:
