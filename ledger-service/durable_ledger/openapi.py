@@ -1,4 +1,5 @@
-"""OpenAPI 3 document built from the request bodies' declarations (kernel/bodies.py)."""
+"""OpenAPI 3 document generated from the route table (web/routing.py ROUTES: every route as
+declared next to its view) and the request bodies' declarations (kernel/bodies.py)."""
 
 from functools import lru_cache
 
@@ -6,7 +7,13 @@ from apispec import APISpec
 from apispec.ext.marshmallow import MarshmallowPlugin
 
 from . import __version__
-from .kernel import bodies
+from .agents import routes as _agents  # noqa: F401  (each routes module declares its routes on import)
+from .approvals import routes as _approvals  # noqa: F401
+from .approvals import wait_routes as _waits  # noqa: F401
+from .gate import routes as _gate  # noqa: F401
+from .jobs import routes as _jobs  # noqa: F401
+from .reconciliation import routes as _reviews  # noqa: F401
+from .web.routing import ROUTES
 
 ERROR = {"$ref": "#/components/schemas/Error"}
 JSON_OBJECT = {"type": "object"}
@@ -31,81 +38,19 @@ PARAMS = {
 }
 
 
-def _schema(name):
-    """A request body's declaration by name (kernel/bodies.py)."""
-    return bodies.declared()[name]
+def _name(cls):
+    return cls.__name__.removesuffix("Schema")
 
 
-# (method, path, request schema or None, summary, roles[, query parameters])
-ROUTES = [
-    ("put", "/v1/jobs/{job_id}", "JobPut", "Create or get a job", "runner"),
-    ("get", "/v1/jobs/{job_id}", None, "Read a job", "any"),
-    ("post", "/v1/jobs/{job_id}/versions", "Version", "Start a higher task version (the next, or task_version)",
-     "runner"),
-    ("post", "/v1/jobs/{job_id}/lease", "Lease", "Acquire (or take over) the job's lease", "runner"),
-    ("post", "/v1/jobs/{job_id}/start", "Start",
-     "Start Job in one call: create or get the job, take the lease, start a higher task_version", "runner"),
-    ("post", "/v1/jobs/{job_id}/lease/renew", "LeaseRenew", "Renew the lease", "runner"),
-    ("delete", "/v1/jobs/{job_id}/lease", "LeaseRelease", "Release the lease", "runner"),
-    ("get", "/v1/jobs/{job_id}/operations", None, "List the job's operations", "any", ["state"]),
-    ("post", "/v1/jobs/{job_id}/checkpoints", "Checkpoint", "Save a checkpoint", "runner, approver"),
-    ("get", "/v1/jobs/{job_id}/checkpoints", None, "Checkpoint history", "any"),
-    ("post", "/v1/operations/begin", "Begin", "The gate: decide whether a side effect may be dispatched", "runner"),
-    ("post", "/v1/operations/batch", "Batch", "Confirm finished steps and gate new ones in one round trip", "runner"),
-    ("post", "/v1/operations/{operation_key}/confirm", "Confirm", "Record a receipt", "runner"),
-    ("post", "/v1/operations/{operation_key}/fail", "Fail", "Record a definitive failure", "runner"),
-    ("post", "/v1/operations/{operation_key}/unknown", "Unknown", "Record an unprovable outcome", "runner"),
-    ("post", "/v1/operations/{operation_key}/outcome", "Outcome", "Record a raw outcome; the ledger classifies it", "runner"),
-    ("post", "/v1/operations/{operation_key}/lookup-result", "LookupResult",
-     "Report what the caller's own lookup found (found / absent / undecidable); answers like begin", "runner"),
-    ("post", "/v1/operations/{operation_key}/reconcile", None, "Ask the remote now and apply its verdict",
-     "runner, editor"),
-    ("get", "/v1/operations/{operation_key}", None, "Read an operation and its events", "any"),
-    ("post", "/v1/operations/{operation_key}/wait", "Wait",
-     "Register an n8n execution's resume URL for an operation halted with approval_required", "runner"),
-    ("get", "/v1/jobs/{job_id}/waits", None, "Executions waiting for an approval, and their resume deliveries", "any"),
-    ("post", "/v1/jobs/{job_id}/cancel", "Cancel", "Cancel a job (never reopened)", "runner, editor, approver"),
-    ("post", "/v1/jobs/{job_id}/reauthorize", "Reauthorize", "Lift an authorization or policy halt", "approver"),
-    ("post", "/v1/jobs/{job_id}/resume", "Resume", "Take the lease, check stop conditions, get the recovery packet", "runner"),
-    ("get", "/v1/jobs/{job_id}/report", None, "Job report: completed / failed / unknown / pending human", "any"),
-    ("get", "/v1/reviews", None, "The review queue: UNKNOWN and NEEDS_REVIEW operations with evidence", "editor",
-     ["job_id"]),
-    ("get", "/v1/reviews/{operation_key}", None, "One review item with its events", "editor"),
-    ("post", "/v1/reviews/{operation_key}/resolve", "Resolve", "Confirm (with remote_id), fail or abandon", "editor"),
-    ("post", "/v1/approvals", "Approval", "Approve one version + action + content digest + target until expiry", "approver"),
-    ("delete", "/v1/approvals/{approval_id}", None, "Revoke an approval", "approver"),
-    ("get", "/v1/approvals/pending", None, "Operations the gate halted for an approval, with their decision",
-     "approver"),
-    ("post", "/v1/operations/{operation_key}/approve", "ApproveOperation",
-     "Approve a halted operation, bound to the digest shown (409 content_changed)", "approver"),
-    ("post", "/v1/operations/{operation_key}/deny", "DenyOperation",
-     "Deny a halted operation with a reason (begin then answers approval_denied)", "approver"),
-    ("get", "/v1/metrics/acceptance", None, "Tenant-wide acceptance counters", "any"),
-    ("put", "/v1/jobs/{job_id}/session", "Bind", "Bind the job to an Agents API session", "runner"),
-    ("get", "/v1/jobs/{job_id}/session", None, "The bound session and its turns", "any"),
-    ("delete", "/v1/jobs/{job_id}/session", None, "Delete the remote session", "runner"),
-    ("post", "/v1/jobs/{job_id}/session/sync", "Sync", "Sync the session's items and turns", "runner"),
-    ("post", "/v1/jobs/{job_id}/session/follow-up", "FollowUp", "Send a follow-up message exactly once", "runner"),
-    ("put", "/v1/artifacts", "<binary>", "Store an artifact (content-addressed)", "runner"),
-    ("get", "/v1/artifacts/{sha256}", None, "Read an artifact", "any"),
-    ("post", "/v1/webhooks/openai", "<webhook>", "OpenAI webhook (signed; no bearer token)", "none"),
-    ("get", "/v1/whoami", None, "The token's tenant, role and the routes it may call; ?tenant= checks the tenant",
-     "any", ["tenant"]),
-    ("get", "/health", None, "Liveness and database check; echoes tenant and role with a token", "none"),
-    ("get", "/metrics", None, "Prometheus metrics", "none"),
-    ("get", "/openapi.json", None, "This document", "none"),
-]
-
-
-def _body(name):
-    if name == "<binary>":
+def _body(body):
+    if body == "<binary>":
         return {"required": True, "content": {"application/octet-stream": {
             "schema": {"type": "string", "format": "binary"}}}}
-    if name == "<webhook>":
+    if body == "<webhook>":
         return {"required": True, "content": {"application/json": {"schema": JSON_OBJECT}}}
-    cls = _schema(name)
+    name = _name(body)
     # A body whose fields are all optional may be left out (the routes read an empty body as {}).
-    required = any(f.required for f in cls._declared_fields.values())
+    required = any(f.required for f in body._declared_fields.values())
     return {"required": required, "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{name}"}}}}
 
 
@@ -136,21 +81,23 @@ def spec_dict():
         "properties": {"code": {"type": "string"}, "message": {"type": "string"}, "details": {"type": "object"}}}}})
     # Leaves first: a schema nested in another (Begin inside Batch) is registered by the
     # plugin under the same name when the outer one is added.
-    names = {r[2] for r in ROUTES if r[2] and not r[2].startswith("<")}
-    for name in sorted(names, key=lambda n: (n == "Batch", n)):
+    schemas = {_name(r.body): r.body for r in ROUTES if isinstance(r.body, type)}
+    for name in sorted(schemas, key=lambda n: (n == "Batch", n)):
         if name not in spec.components.schemas:
-            spec.components.schema(name, schema=_schema(name))
+            spec.components.schema(name, schema=schemas[name])
     paths = {}
-    for method, path, body, summary, roles, *query in ROUTES:
-        op = {"summary": summary, "description": f"Roles: {roles}.", "responses": _responses(method, path)}
-        if roles != "none":
+    for route in ROUTES:
+        method, path, body, query = route.method.lower(), route.path, route.body, route.query
+        op = {"summary": route.summary, "description": f"Roles: {', '.join(route.roles)}.",
+              "responses": _responses(method, path)}
+        if route.roles != ("none",):
             op["security"] = [{"bearer": []}]
         if body:
             op["requestBody"] = _body(body)
         params = [p.strip("{}") for p in path.split("/") if p.startswith("{")]
         op["parameters"] = [{"name": p, "in": "path", "required": True, "schema": PARAMS[p]} for p in params]
         op["parameters"] += [{"name": q, "in": "query", "required": False, "schema": {"type": "string", "maxLength": 1024}}
-                             for q in (query[0] if query else [])]
+                             for q in query]
         if path == "/v1/artifacts":
             op["parameters"].append({"name": "X-Content-SHA256", "in": "header", "required": False,
                                      "schema": PARAMS["sha256"]})

@@ -8,9 +8,10 @@ from flask import Blueprint, Response, jsonify, request
 from . import __version__, store
 from .auth import authenticate, bearer_from_header
 from .jobs import report
-from .openapi import ROUTES, spec_dict
+from .openapi import spec_dict
 from .store.db import InterfaceError, OperationalError
-from .web.context import config, principal
+from .web.context import config
+from .web.routing import ROUTES, api
 from .web.errors import INTERNAL_ERROR, recent_database_error, unavailable_answer
 
 bp = Blueprint("service", __name__)
@@ -28,20 +29,15 @@ ROLE_PURPOSE = {
 
 
 def allowed_routes(role):
-    """The API routes a role may call (public ones left out), from the OpenAPI table."""
-    out = []
-    for method, path, _body, _summary, roles, *_query in ROUTES:
-        names = {r.strip() for r in roles.split(",")}
-        if "none" not in names and (role == "admin" or "any" in names or role in names):
-            out.append(f"{method.upper()} {path}")
-    return out
+    """The API routes a role may call (public ones left out), from the route table."""
+    return [f"{r.method} {r.path}" for r in ROUTES if r.allows(role)]
 
 
 def _health_body():
     return {"status": "ok", "version": __version__, "uptime_s": round(time.time() - _started, 1)}
 
 
-@bp.get("/health")
+@api(bp, "GET", "/health", role="none", summary="Liveness and database check; echoes tenant and role with a token")
 def health():
     """200 with ``database: ok`` after one round trip to the database; 503 while it cannot be
     used (see `_database_down`), and ok again as soon as it can: no restart in between."""
@@ -74,10 +70,10 @@ def _database_down(exc):
     return jsonify(error), status
 
 
-@bp.get("/v1/whoami")
-def whoami():
+@api(bp, "GET", "/v1/whoami", role="any", query=("tenant",),
+     summary="The token's tenant, role and the routes it may call; ?tenant= checks the tenant")
+def whoami(who):
     """Who this token is: tenant, role, what it may do; `?tenant=` checks the tenant too."""
-    who = principal()
     body = {
         "tenant": who.tenant,
         "role": who.role,
@@ -93,7 +89,7 @@ def whoami():
     return jsonify(body)
 
 
-@bp.get("/metrics")
+@api(bp, "GET", "/metrics", role="none", summary="Prometheus metrics")
 def metrics():
     counts = report.gauges()
     lines = ["# HELP durable_operations Operations in the ledger by state.", "# TYPE durable_operations gauge"]
@@ -128,6 +124,6 @@ def _refusal_lines(refusals, tenant):
     return lines
 
 
-@bp.get("/openapi.json")
+@api(bp, "GET", "/openapi.json", role="none", summary="This document")
 def openapi():
     return jsonify(spec_dict())

@@ -1,56 +1,51 @@
 """Approvals (approver role only) and the tenant's acceptance counters."""
 
-from flask import Blueprint, jsonify, request
+from flask import Blueprint, jsonify
 
 from ..jobs import report
 from ..kernel import bodies
-from ..web import schemas
-from ..web.context import config, principal
+from ..web.context import config
+from ..web.routing import api
 from . import calls
 
 bp = Blueprint("approvals", __name__)
 
 
-@bp.post("/v1/operations/<path:key>/approve")
-def approve_operation(key):
+@api(bp, "POST", "/v1/operations/<path:key>/approve", role="approver",
+     summary='Approve a halted operation, bound to the digest shown (409 content_changed)', body=bodies.ApproveOperationSchema)
+def approve_operation(who, body, key):
     """Approve what the gate halted, bound to the digest the approver saw (409 content_changed)."""
-    who = principal().require("approver")
-    b = schemas.load(bodies.ApproveOperationSchema, request)
-    a, created = calls.approve(who, key, b["content_digest"], config(), b["expires_in_s"], b["note"])
+    a, created = calls.approve(who, key, body["content_digest"], config(), body["expires_in_s"], body["note"])
     return jsonify({"approval": a, "created": created}), 201 if created else 200
 
 
-@bp.post("/v1/operations/<path:key>/deny")
-def deny_operation(key):
+@api(bp, "POST", "/v1/operations/<path:key>/deny", role="approver",
+     summary='Deny a halted operation with a reason (begin then answers approval_denied)', body=bodies.DenyOperationSchema)
+def deny_operation(who, body, key):
     """Deny it with a reason: `begin` answers halt/approval_denied until it is approved."""
-    who = principal().require("approver")
-    b = schemas.load(bodies.DenyOperationSchema, request)
-    d, created = calls.deny(who, key, b["content_digest"], b["reason"])
+    d, created = calls.deny(who, key, body["content_digest"], body["reason"])
     return jsonify({"denial": d, "created": created}), 201 if created else 200
 
 
-@bp.get("/v1/approvals/pending")
-def pending():
+@api(bp, "GET", "/v1/approvals/pending", role="approver",
+     summary='Operations the gate halted for an approval, with their decision')
+def pending(who):
     """The operations waiting for a decision, with who asked and any standing approval or denial."""
-    who = principal().require("approver")
     return jsonify({"pending": calls.pending(who)})
 
 
-@bp.post("/v1/approvals")
-def grant():
-    who = principal().require("approver")
-    b = schemas.load(bodies.ApprovalSchema, request)
-    return jsonify(calls.grant(who, b["job_id"], b["task_version"], b["action"], b["content_digest"], b["target"],
-                               b["expires_at"], b["note"])), 201
+@api(bp, "POST", "/v1/approvals", role="approver",
+     summary='Approve one version + action + content digest + target until expiry', body=bodies.ApprovalSchema)
+def grant(who, body):
+    return jsonify(calls.grant(who, body["job_id"], body["task_version"], body["action"], body["content_digest"], body["target"],
+                               body["expires_at"], body["note"])), 201
 
 
-@bp.delete("/v1/approvals/<int:approval_id>")
-def revoke(approval_id):
-    who = principal().require("approver")
+@api(bp, "DELETE", "/v1/approvals/<int:approval_id>", role="approver", summary='Revoke an approval')
+def revoke(who, approval_id):
     return jsonify(calls.revoke(who, approval_id))
 
 
-@bp.get("/v1/metrics/acceptance")
-def acceptance():
-    who = principal()
+@api(bp, "GET", "/v1/metrics/acceptance", role="any", summary='Tenant-wide acceptance counters')
+def acceptance(who):
     return jsonify(report.acceptance_metrics(who.tenant))

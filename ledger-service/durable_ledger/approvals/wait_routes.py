@@ -1,24 +1,23 @@
 """Executions waiting for an approval (approvals/waits.py) over HTTP."""
 
-from flask import Blueprint, jsonify, request
+from flask import Blueprint, jsonify
 
 from ..kernel import bodies
-from ..web import schemas
-from ..web.context import config, principal
+from ..web.context import config
+from ..web.routing import api
 from . import calls
 
 bp = Blueprint("waits", __name__)
 
-@bp.post("/v1/operations/<path:key>/wait")
-def register_wait(key):
-    who = principal().require("runner")
-    b = schemas.load(bodies.WaitSchema, request)
-    answer, created = calls.register_wait(who, key, config(), b["resume_url"], b["fencing_token"],
-                                             b["execution_id"], b["workflow_id"])
+@api(bp, "POST", "/v1/operations/<path:key>/wait", role="runner",
+     summary="Register an n8n execution's resume URL for an operation halted with approval_required", body=bodies.WaitSchema)
+def register_wait(who, body, key):
+    answer, created = calls.register_wait(who, key, config(), body["resume_url"], body["fencing_token"],
+                                             body["execution_id"], body["workflow_id"])
     return jsonify(answer), 201 if created else 200
 
 
-@bp.get("/v1/jobs/<job_id>/waits")
-def job_waits(job_id):
-    who = principal()
+@api(bp, "GET", "/v1/jobs/<job_id>/waits", role="any",
+     summary='Executions waiting for an approval, and their resume deliveries')
+def job_waits(who, job_id):
     return jsonify(calls.job_waits(who.tenant, job_id))

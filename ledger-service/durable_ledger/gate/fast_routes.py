@@ -1,4 +1,5 @@
-"""The hot routes without Flask: begin, batch, confirm and outcome as a thin WSGI handler in front of the app.
+"""The hot routes without Flask: the routes declared ``hot`` in the route table (web/routing.py;
+begin, batch, confirm and outcome in gate/routes.py) as a thin WSGI handler in front of the app.
 
 A gated step is two requests (begin, then confirm or outcome, or a share of two batches), and most of what a request cost
 was Werkzeug's request and response objects, Flask's dispatch and marshmallow, none of which
@@ -18,6 +19,7 @@ JSON.
 
 import io
 import logging
+import re
 from contextlib import contextmanager
 
 from werkzeug.http import HTTP_STATUS_CODES
@@ -30,62 +32,62 @@ from ..store.db import DataError, open_request_connection, release_request_conne
 from ..web import schemas, tracing
 from ..kernel.errors import COUNTED_REFUSALS
 from ..web.errors import INTERNAL_ERROR, bounded, unavailable_answer
-from . import outcomes as ops
-from . import replies, routes
+from ..web.routing import ROUTES
+from . import routes  # noqa: F401  (declares the hot routes)
 
 log = logging.getLogger("durable_ledger")
 
-_PREFIX = "/v1/operations/"
 # The request headers the handler reads: WSGI environ key -> lower-case header name.
 _HEADER_NAMES = {"HTTP_X_N8N_EXECUTION_ID": "x-n8n-execution-id", "HTTP_X_N8N_WORKFLOW_ID": "x-n8n-workflow-id",
                  "HTTP_AUTHORIZATION": "authorization"}
-_BEGIN = _PREFIX + "begin"
-_BATCH = _PREFIX + "batch"
+_KEYED = re.compile(r"(.*)<path:(\w+)>(/[\w-]+)")
 
 
 def install(app):
     """Put the handler in front of ``app`` (and of the Flask instrumentation's wrapper, when
-    tracing is on: that one sees the requests passed on), and give the server's worker its lean entry (``app.lean_answer``, web/lean_http.py)."""
+    tracing is on: that one sees the requests passed on), and give the server's worker its lean
+    entry (``app.lean_answer``, web/lean_http.py)."""
     fast = FastGate(app, app.wsgi_app)
     app.wsgi_app = fast
     app.lean_answer = fast.lean
 
 
+def _hot_routes():
+    """The routes declared ``hot`` (gate/routes.py): exact paths, and rules with one key before a
+    fixed last segment (prefix, key name, suffix)."""
+    exact, keyed = {}, []
+    for route in ROUTES:
+        if route.hot:
+            m = _KEYED.fullmatch(route.rule)
+            if m:
+                keyed.append((m.group(1), m.group(2), m.group(3), route))
+            else:
+                exact[route.rule] = route
+    return exact, keyed
+
+
+_EXACT, _KEYED_ROUTES = _hot_routes()
+_PREFIXES = tuple({prefix for prefix, _, _, _ in _KEYED_ROUTES} | set(_EXACT))
+_SUFFIXES = tuple(suffix for _, _, suffix, _ in _KEYED_ROUTES)
+
+
 def _route(path):
-    """(read, act, key) for a hot path, or None. A key must be one the Flask route would take
-    as it is (no second ``/confirm`` inside it, the identifier grammar), else Flask decides. A
-    path that is not ASCII is Flask's too: WSGI hands it over as Latin-1 text of its UTF-8
+    """(route, path arguments) for a hot path, or None. A key must be one the Flask route would
+    take as it is (no second hot suffix inside it, the identifier grammar), else Flask decides.
+    A path that is not ASCII is Flask's too: WSGI hands it over as Latin-1 text of its UTF-8
     bytes, which Werkzeug decodes and a key read here would not be."""
-    if not path.startswith(_PREFIX) or not path.isascii():
+    if not path.startswith(_PREFIXES) or not path.isascii():
         return None
-    if path == _BEGIN:
-        return bodies.BeginSchema, _begin, None, _BEGIN
-    if path == _BATCH:
-        return bodies.BatchSchema, _batch, None, _BATCH
-    for suffix, read, act in (("/confirm", bodies.ConfirmSchema, _confirm), ("/outcome", bodies.OutcomeSchema, _outcome)):
-        if path.endswith(suffix):
-            key = path[len(_PREFIX):-len(suffix)]
-            if "/confirm" in key or "/outcome" in key or limits.id_problem(key, 512):
+    route = _EXACT.get(path)
+    if route is not None:
+        return route, {}
+    for prefix, name, suffix, route in _KEYED_ROUTES:
+        if path.startswith(prefix) and path.endswith(suffix):
+            key = path[len(prefix):-len(suffix)]
+            if any(s in key for s in _SUFFIXES) or limits.id_problem(key, 512):
                 return None
-            return read, act, key, _PREFIX + "<path:key>" + suffix
+            return route, {name: key}
     return None
-
-
-def _begin(who, _key, body, cfg):
-    return routes._begin(who, body, cfg)
-
-
-def _batch(who, _key, body, cfg):
-    return replies.batch(who, body["confirm"], body["begin"], routes._gate_config(cfg))
-
-
-def _confirm(who, key, b, _cfg):
-    replies.check_cost(who, key, b["cost"])
-    return replies.outcome_dict(ops.confirm(who, key, b["fencing_token"], b["remote_id"], b["receipt"], b["cost"]))
-
-
-def _outcome(who, key, b, _cfg):
-    return replies.outcome(who, key, b)
 
 
 def _plain_json(content_type, length, max_bytes):
@@ -116,7 +118,7 @@ class FastGate:
         # is Flask's: Werkzeug answers it 400 even when the bytes that came are valid JSON.
         if len(raw) != plain[1]:
             return self.fallback(environ, start_response)
-        with tracing.server_span(environ, plain[0][3]) if tracing.tracer is not None else _untraced() as answered:
+        with tracing.server_span(environ, plain[0][0].rule) if tracing.tracer is not None else _untraced() as answered:
             status, data = self._take(plain, raw, environ.get)
             headers = [("Content-Type", "application/json"), ("Content-Length", str(len(data)))]
             answered(status, headers)
@@ -156,9 +158,10 @@ class FastGate:
             open_request_connection()
             n8n_context.set_execution(header("HTTP_X_N8N_EXECUTION_ID"), header("HTTP_X_N8N_WORKFLOW_ID"))
             who = authenticate(bearer_from_header(header("HTTP_AUTHORIZATION")), cfg.token_cache_ttl_s)
-            who.require("runner")
-            body = bodies.read(hot[0], schemas.parse(raw), cfg)
-            return 200, hot[1](who, hot[2], body, cfg)
+            route, path_args = hot
+            route.who(who)
+            body = bodies.read(route.body, schemas.parse(raw), cfg)
+            return 200, route.call(who, body, cfg, path_args)
         except LedgerError as exc:
             return exc.http_status, _error(exc, who, path)
         except DataError as exc:  # as web/errors.py: the caller's value, never the driver's text

@@ -1,13 +1,14 @@
 """The gate and outcome transitions over HTTP."""
 
-from flask import Blueprint, jsonify, request
+from flask import Blueprint, jsonify
 
 from .. import gate
 from ..jobs import operations as job_ops
 from ..jobs.serialize import event_dict, operation_dict
 from ..kernel import bodies
-from ..web import schemas, tracing
-from ..web.context import config, principal
+from ..web import tracing
+from ..web.context import config
+from ..web.routing import api
 from . import lookup, replies
 from . import outcomes as ops
 from .answers import answer_dict
@@ -28,71 +29,64 @@ def _begin(who, body, cfg=None):
     return decide() if tracing.tracer is None else tracing.gate(body, decide)
 
 
-@bp.post("/begin")
-def begin():
-    who = principal().require("runner")
-    return jsonify(_begin(who, schemas.load(bodies.BeginSchema, request)))
+@api(bp, "POST", "/begin", role="runner", summary="The gate: decide whether a side effect may be dispatched",
+     body=bodies.BeginSchema, hot=True)
+def begin(who, body, cfg):
+    return _begin(who, body, cfg)
 
 
-@bp.post("/batch")
-def batch():
+@api(bp, "POST", "/batch", role="runner",
+     summary='Confirm finished steps and gate new ones in one round trip', body=bodies.BatchSchema, hot=True)
+def batch(who, body, cfg):
     """Confirm finished steps and gate the next ones in one round trip (at most 100 of each).
 
     One item's refusal (stale token, digest mismatch, ...) is reported in its slot and does not
     undo the others (gate/replies.py). A client that gates many items per execution (an n8n node
     with a list of items) pays the HTTP and request-parsing cost once instead of once per item.
     """
-    who = principal().require("runner")
-    body = schemas.load(bodies.BatchSchema, request)
-    return jsonify(replies.batch(who, body["confirm"], body["begin"], _gate_config()))
+    return replies.batch(who, body["confirm"], body["begin"], _gate_config(cfg))
 
 
 def _op(op):
     return jsonify(replies.outcome_dict(op))
 
 
-@bp.post("/<path:key>/confirm")
-def confirm(key):
-    who = principal().require("runner")
-    b = schemas.load(bodies.ConfirmSchema, request)
-    replies.check_cost(who, key, b["cost"])
-    return _op(ops.confirm(who, key, b["fencing_token"], b["remote_id"], b["receipt"], b["cost"]))
+@api(bp, "POST", "/<path:key>/confirm", role="runner", summary='Record a receipt', body=bodies.ConfirmSchema, hot=True)
+def confirm(who, body, key):
+    replies.check_cost(who, key, body["cost"])
+    return replies.outcome_dict(ops.confirm(who, key, body["fencing_token"], body["remote_id"], body["receipt"],
+                                            body["cost"]))
 
 
-@bp.post("/<path:key>/fail")
-def fail(key):
-    who = principal().require("runner")
-    b = schemas.load(bodies.FailSchema, request)
-    return _op(ops.fail(who, key, b["fencing_token"], b["retryable"], b["error"]))
+@api(bp, "POST", "/<path:key>/fail", role="runner", summary='Record a definitive failure', body=bodies.FailSchema)
+def fail(who, body, key):
+    return _op(ops.fail(who, key, body["fencing_token"], body["retryable"], body["error"]))
 
 
-@bp.post("/<path:key>/unknown")
-def unknown(key):
-    who = principal().require("runner")
-    b = schemas.load(bodies.UnknownSchema, request)
-    return _op(ops.mark_unknown(who, key, b["fencing_token"], b["error"]))
+@api(bp, "POST", "/<path:key>/unknown", role="runner",
+     summary='Record an unprovable outcome', body=bodies.UnknownSchema)
+def unknown(who, body, key):
+    return _op(ops.mark_unknown(who, key, body["fencing_token"], body["error"]))
 
 
-@bp.post("/<path:key>/outcome")
-def outcome(key):
-    who = principal().require("runner")
-    b = schemas.load(bodies.OutcomeSchema, request)
-    return jsonify(replies.outcome(who, key, b))
+@api(bp, "POST", "/<path:key>/outcome", role="runner",
+     summary='Record a raw outcome; the ledger classifies it', body=bodies.OutcomeSchema, hot=True)
+def outcome(who, body, key):
+    return replies.outcome(who, key, body)
 
 
-@bp.post("/<path:key>/lookup-result")
-def lookup_result(key):
+@api(bp, "POST", "/<path:key>/lookup-result", role="runner",
+     summary="Report what the caller's own lookup found (found / absent / undecidable); answers like begin",
+     body=bodies.LookupResultSchema)
+def lookup_result(who, body, key):
     """The caller looked the object up itself (Begin Step's Look Up output): settle, then gate again."""
-    who = principal().require("runner")
-    b = schemas.load(bodies.LookupResultSchema, request)
     def decide():
-        return answer_dict(lookup.report_lookup(who, key, config=_gate_config(), **b))
+        return answer_dict(lookup.report_lookup(who, key, config=_gate_config(), **body))
 
-    return jsonify(decide() if tracing.tracer is None else tracing.gate({**b, "operation_key": key}, decide))
+    return jsonify(decide() if tracing.tracer is None else tracing.gate({**body, "operation_key": key}, decide))
 
 
-@bp.get("/<path:key>")
-def get_operation(key):
-    who = principal()
+@api(bp, "GET", "/<path:key>", role="any", summary='Read an operation and its events')
+def get_operation(who, key):
     op = job_ops.get_operation(who.tenant, key)
     return jsonify({"operation": operation_dict(op), "events": [event_dict(e) for e in job_ops.operation_events(op)]})

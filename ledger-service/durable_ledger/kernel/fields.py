@@ -71,9 +71,6 @@ class RemoteId(fields.Raw):
             raise ValidationError("must be at most 255 characters")
         return value
 
-    def _jsonschema_type_mapping(self):  # read by apispec's MarshmallowPlugin
-        return {"oneOf": [{"type": "string", "maxLength": 255}, {"type": "integer"}]}
-
 
 def identifier(max_len=255, slashes=True, **kwargs):
     return fields.String(validate=IdGrammar(max_len, slashes), **kwargs)

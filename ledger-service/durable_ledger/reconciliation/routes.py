@@ -6,37 +6,35 @@ from ..jobs import operations as ops
 from ..jobs.serialize import operation_dict
 from ..kernel.secrets import redact
 from ..kernel import bodies
-from ..web import schemas
-from ..web.context import config, principal
+from ..web.context import config
+from ..web.routing import api
 from . import reviews
 from .apply import reconcile_operation
 
 bp = Blueprint("reviews", __name__)
 
 
-@bp.get("/v1/reviews")
-def queue():
-    who = principal().require("editor")
+@api(bp, "GET", "/v1/reviews", role="editor",
+     summary='The review queue: UNKNOWN and NEEDS_REVIEW operations with evidence', query=('job_id',))
+def queue(who):
     return jsonify({"reviews": reviews.review_queue(who.tenant, request.args.get("job_id"))})
 
 
-@bp.get("/v1/reviews/<path:key>")
-def item(key):
-    who = principal().require("editor")
+@api(bp, "GET", "/v1/reviews/<path:key>", role="editor", summary='One review item with its events')
+def item(who, key):
     return jsonify(reviews.review_item(who.tenant, key))
 
 
-@bp.post("/v1/reviews/<path:key>/resolve")
-def resolve(key):
-    who = principal().require("editor")
-    b = schemas.load(bodies.ResolveSchema, request)
-    op = reviews.resolve(who, key, b["decision"], b["remote_id"], b["note"], b["expected_state"])
+@api(bp, "POST", "/v1/reviews/<path:key>/resolve", role="editor",
+     summary='Confirm (with remote_id), fail or abandon', body=bodies.ResolveSchema)
+def resolve(who, body, key):
+    op = reviews.resolve(who, key, body["decision"], body["remote_id"], body["note"], body["expected_state"])
     return jsonify({"operation": operation_dict(op)})
 
 
-@bp.post("/v1/operations/<path:key>/reconcile")
-def reconcile(key):
-    who = principal().require("runner", "editor")
+@api(bp, "POST", "/v1/operations/<path:key>/reconcile", role="runner, editor",
+     summary='Ask the remote now and apply its verdict')
+def reconcile(who, key):
     op = ops.get_operation(who.tenant, key)
     outcome, verdict, after = reconcile_operation(op, who.actor, config().reconcile_claim_s, escalate=True)
     return jsonify({"outcome": outcome, "verdict": verdict, "operation": operation_dict(after),
