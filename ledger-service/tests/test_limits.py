@@ -313,9 +313,12 @@ def test_limits_review_page_forms_with_nul_are_refused(app, client, leased):
     csrf = re.search(r'name="csrf" value="([^"]+)"',
                      page.get("/review", follow_redirects=True).get_data(as_text=True)).group(1)
     assert page.post("/review/login", data={"token": "editor-token", "csrf": csrf}).status_code == 302
+    # sign-in starts a new session, and with it a new form token
+    csrf = re.search(r'name="csrf" value="([^"]+)"',
+                     page.get("/review", follow_redirects=True).get_data(as_text=True)).group(1)
     r = page.post(f"/review/item/{quote(key, safe='')}/resolve", data={"decision": "fail", "note": "a\x00b",
                                                                        "csrf": csrf, "expected_state": "SENT"})
     _err(r, 422, "invalid_value")
     assert client.get(op_url(key), headers=auth()).get_json()["operation"]["state"] == "SENT"
-    r = page.post("/review/login", data={"token": "editor\x00", "csrf": "x"})
+    r = page.post("/review/login", data={"token": "editor\x00", "csrf": csrf})
     _err(r, 422, "invalid_value")

@@ -73,7 +73,7 @@ class LocalCalls:
         token, phase = b.pop("fencing_token"), b.pop("phase")
         with self._session():
             job, cp = checkpoints.save_checkpoint(who, job_id, token, phase, b)
-            return {bodies.CheckpointSchema: checkpoint_dict(cp), "job": job_dict(job, jobs.current_lease(job))}
+            return {"checkpoint": checkpoint_dict(cp), "job": job_dict(job, jobs.current_lease(job))}
 
     def _checkpoints(self, job_id):
         with self._session():
