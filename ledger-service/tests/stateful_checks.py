@@ -150,7 +150,8 @@ def model_from_db(model_cls, job_cls, op_cls, approval_cls, now):
         sent = OperationEvent.select().where(OperationEvent.job == j.id, OperationEvent.to_state == "SENT").count()
         m.jobs[j.job_id] = job_cls(j.job_id, j.pipeline, dict(j.budgets or {}), j.task_version, j.status,
                                    j.halt_reason, lease.fencing_token if lease else 0, lease.owner if lease else "",
-                                   bool(lease and lease.expires_at > now), sent)
+                                   bool(lease and lease.expires_at > now), sent,
+                                   working=bool(lease and lease.expires_at > now and (lease.live_until or 0) > now))
         names[j.id] = j.job_id
     for o in Operation.select().order_by(Operation.id):
         m.ops[o.operation_key] = op_cls(o.operation_key, names[o.job_id], o.task_version, o.action, o.request_hash,

@@ -50,8 +50,9 @@ class MJob:
     halt_reason: str | None = None
     token: int = 1
     owner: str = "w1"
-    live: bool = True  # the lease (expired by a cancel)
+    live: bool = True  # the lease (expired by a cancel or a release)
     dispatches: int = 0  # SENT events of the job (the tool-call budget counts them)
+    working: bool = False  # the holder's heartbeat is recent (lease.live_until ahead; jobs/leases.py)
 
 
 @dataclass
@@ -126,8 +127,53 @@ class Model:
 
         def take(m):
             mj = m.jobs[name]
-            mj.token, mj.owner, mj.live = mj.token + 1, owner, True
+            mj.token, mj.owner, mj.live, mj.working = mj.token + 1, owner, True, False
         return [Outcome(Ok(), take)]
+
+    def start(self, name, owner, live_s):
+        """Start Job of an existing job at its own version, taking over only a holder that is not
+        working (``if_live: wait``); ``live_s``: the new holder's liveness (None: none asked)."""
+        j = self.jobs.get(name)
+        if j is None:
+            return [Outcome(Err(404, "job_not_found"))]
+        working = live_s is not None and live_s > 0
+        if j.live and j.owner == owner:
+            def extend(m):
+                if live_s is not None:
+                    m.jobs[name].working = working
+            return [Outcome(Ok(), extend)]
+        if j.live and j.working:
+            return [Outcome(Err(409, "holder_live"))]
+
+        def take(m):
+            mj = m.jobs[name]
+            mj.token, mj.owner, mj.live, mj.working = mj.token + 1, owner, True, working
+        return [Outcome(Ok(), take)]
+
+    def heartbeat(self, name, owner, token, live_s):
+        """Renew by the holder: only the lease's owner with its current token, and only while the
+        lease has not expired (a beat landing after a cancel or a release is lease_lost)."""
+        j = self.jobs.get(name)
+        if j is None:
+            return [Outcome(Err(404, "job_not_found"))]
+        if not (j.live and j.owner == owner and j.token == token):
+            return [Outcome(Err(409, "lease_lost"))]
+
+        def beat(m):
+            if live_s is not None:
+                m.jobs[name].working = live_s > 0
+        return [Outcome(Ok(), beat)]
+
+    def release(self, name, owner, token):
+        j = self.jobs.get(name)
+        if j is None:
+            return [Outcome(Err(404, "job_not_found"))]
+        if not (j.owner == owner and j.token == token):
+            return [Outcome(Err(409, "lease_lost"))]
+
+        def apply(m):
+            m.jobs[name].live = m.jobs[name].working = False
+        return [Outcome(Ok(), apply)]
 
     def fence(self, name, token):
         current = self.jobs[name].token
@@ -151,7 +197,7 @@ class Model:
 
         def apply(m):
             j = m.jobs[name]
-            j.status, j.halt_reason, j.live = "cancelled", "cancelled", False
+            j.status, j.halt_reason, j.live, j.working = "cancelled", "cancelled", False, False
         return [Outcome(Ok(), apply)]
 
     # ---- approvals -------------------------------------------------------------------------

@@ -54,6 +54,23 @@ def test_renew_by_holder_and_refused_after_takeover(job):
         leases.renew_lease("acme", "job-1", "w1", 1, 60, now=1022)
 
 
+def test_renew_after_release_or_lapse_is_lease_lost_and_revives_nothing(job):
+    # A heartbeat already on its way when the holder released (or the lease lapsed) must not
+    # bring the lease back: a re-run's Start Job would wait for a "live" holder that has ended.
+    leases.acquire_lease("acme", "job-1", "w1", 30, now=1000)
+    leases.release_lease("acme", "job-1", "w1", 1, now=1001)
+    with pytest.raises(LeaseLost) as exc:
+        leases.renew_lease("acme", "job-1", "w1", 1, 60, now=1002, live_s=10)
+    assert exc.value.details["expired"] is True and "expired" in str(exc.value)
+    lease = Lease.get()
+    assert lease.expires_at == 1001 and (lease.live_until or 0) <= 1002
+    leases.acquire_lease("acme", "job-1", "w2", 30, now=1003)  # free at once: no live holder
+    leases.acquire_lease("acme", "job-1", "w3", 30, takeover=True, now=1040)  # w2's lapsed at 1033
+    with pytest.raises(LeaseLost) as exc:
+        leases.renew_lease("acme", "job-1", "w2", 2, 60, now=1041)
+    assert exc.value.details["expired"] is False
+
+
 def test_release_keeps_high_water_mark(job):
     leases.acquire_lease("acme", "job-1", "w1", 30, now=1000)
     leases.release_lease("acme", "job-1", "w1", 1, now=1001)

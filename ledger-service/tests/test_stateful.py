@@ -272,6 +272,47 @@ class LedgerMachine(RuleBasedStateMachine):
         if status == 200:
             assert body["fencing_token"] == self.model.jobs[name].token, body
 
+    # ---- liveness (issue 37): heartbeats, Start Job that waits for a working holder, release
+
+    @rule(i=st.integers(0, 2), owner=st.sampled_from(("w1", "w2", "w3")), live_s=st.sampled_from((None, 0, 3600)))
+    def start_if_live_wait(self, i, owner, live_s):
+        name = self.job_name(i)
+        j = self.model.jobs[name]
+        outs = self.model.start(name, owner, live_s)
+        body = {"owner": owner, "takeover": True, "if_live": "wait", "ttl_s": TTL, "task_version": j.version,
+                "pipeline": j.pipeline}
+        if live_s is not None:
+            body["live_s"] = live_s
+        status, answer = self.call("POST", f"/v1/jobs/{name}/start", body)
+        self.settle(outs, status, answer, f"start {name} {owner} if_live=wait live_s={live_s}")
+        if status == 200:
+            assert answer["fencing_token"] == self.model.jobs[name].token, answer
+            assert answer["holder_working"] is self.model.jobs[name].working, answer
+        elif status == 409 and answer["error"]["code"] == "holder_live":
+            assert answer["error"]["details"]["fencing_token"] == j.token, answer
+
+    @rule(i=st.integers(0, 2), owner=st.sampled_from(("w1", "w2", "w3")), age=ages,
+          live_s=st.sampled_from((None, 0, 3600)))
+    def heartbeat(self, i, owner, age, live_s):
+        name = self.job_name(i)
+        token = self.token(name, age)
+        outs = self.model.heartbeat(name, owner, token, live_s)
+        body = {"owner": owner, "fencing_token": token, "ttl_s": TTL}
+        if live_s is not None:
+            body["live_s"] = live_s
+        status, answer = self.call("POST", f"/v1/jobs/{name}/lease/renew", body)
+        self.settle(outs, status, answer, f"heartbeat {name} {owner} token={token} live_s={live_s}")
+        if status == 200:
+            assert answer["holder_working"] is self.model.jobs[name].working, answer
+
+    @rule(i=st.integers(0, 2), owner=st.sampled_from(("w1", "w2", "w3")), age=ages)
+    def release(self, i, owner, age):
+        name = self.job_name(i)
+        token = self.token(name, age)
+        outs = self.model.release(name, owner, token)
+        status, answer = self.call("DELETE", f"/v1/jobs/{name}/lease", {"owner": owner, "fencing_token": token})
+        self.settle(outs, status, answer, f"release {name} {owner} token={token}")
+
     @rule(i=st.integers(0, 2), age=ages)
     def bump_version(self, i, age):
         name = self.job_name(i)

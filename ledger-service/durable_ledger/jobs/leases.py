@@ -129,12 +129,23 @@ def renew_lease(tenant, job_id, owner, fencing_token, ttl_s, now=None, live_s=No
     ttl_s = check_ttl(ttl_s)
     job = get_job(tenant, job_id)
     now_ = time.time() if now is None else now
-    n = job_rows.set_held_lease_expiry(job.id, owner, fencing_token, now_ + ttl_s, live_until(now_, live_s))
+    # Only a lease that has not expired is renewed. A release or a cancel expires it now, and a
+    # heartbeat already on its way when that happened (the node's last beat of a step, or its
+    # handover beat) must not bring it back to life:
+    #
+    #   holder:  beat ....................... beat (in flight) ........ lands: lease_lost
+    #   ledger:          cancel: expires now
+    #   re-run:                                 Start Job: lease free, no wait for a "live" holder
+    n = job_rows.set_held_lease_expiry(job.id, owner, fencing_token, now_ + ttl_s, live_until(now_, live_s),
+                                       unexpired_at=now_)
     if n != 1:
         lease = store.lease_of(job.id)
+        held = lease is not None and lease.owner == owner and lease.fencing_token == fencing_token
         raise LeaseLost(
-            "lease was taken over or never held by this owner; acquire a new one",
-            {"current_owner": lease.owner if lease else None, "current_token": lease.fencing_token if lease else None},
+            f"the lease expired at {iso(lease.expires_at)} (released, cancelled or not renewed in time); "
+            "start the job again" if held else "lease was taken over or never held by this owner; acquire a new one",
+            {"current_owner": lease.owner if lease else None, "current_token": lease.fencing_token if lease else None,
+             "expired": held},
         )
     return job, store.lease_of(job.id)
 

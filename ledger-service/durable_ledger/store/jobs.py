@@ -148,15 +148,16 @@ def take_over_lease(lease_pk, token, owner, new_token, expires_at, now, live_unt
             .where(Lease.id == lease_pk, Lease.fencing_token == token).execute())
 
 
-def set_held_lease_expiry(job_pk, owner, token, expires_at, live_until=None):
+def set_held_lease_expiry(job_pk, owner, token, expires_at, live_until=None, unexpired_at=None):
     """The expiry (and liveness, when given) of the job's lease if ``owner`` holds it with
-    ``token``: rows changed (0 or 1)."""
+    ``token`` (and, with ``unexpired_at``, it has not expired by then): rows changed (0 or 1)."""
     fields = {Lease.expires_at: expires_at}
     if live_until is not None:
         fields[Lease.live_until] = live_until
-    return (Lease.update(fields)
-            .where(Lease.job == job_pk, Lease.owner == owner, Lease.fencing_token == token)
-            .execute())
+    held = (Lease.job == job_pk) & (Lease.owner == owner) & (Lease.fencing_token == token)
+    if unexpired_at is not None:
+        held &= Lease.expires_at > unexpired_at
+    return Lease.update(fields).where(held).execute()
 
 
 def expire_live_lease(job_pk, now):
