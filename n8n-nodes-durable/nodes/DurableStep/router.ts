@@ -1,6 +1,8 @@
 import type { IDataObject, IExecuteFunctions, INodeExecutionData, INodeParameters, NodeOperationError } from 'n8n-workflow';
 import { attentionError, routesAttention } from './attention';
 import { asNodeError } from './errors';
+import { EDITOR_DEFAULTS_FROM } from './editorDefaults';
+import { HANDOVER_S, LIVE_S, beat, holderOf, type Holder } from './liveness';
 import { OUTPUT_ROUTES, configuredOutputs } from './outputs';
 import { doneBeforeDefault } from './operations/gated/fields';
 import { CREDENTIAL_NAME } from './transport';
@@ -49,6 +51,31 @@ async function attentionFailure(ctx: IExecuteFunctions, i: number, durable: IDat
 	return attentionError(ctx, i, durable ?? {}, baseUrl);
 }
 
+/**
+ * Node 1.5: Begin Step and Record Outcome tell the ledger about the holder's liveness as the gated
+ * nodes do (liveness.ts), so that a duplicate execution of the job waits for the write between
+ * them and goes on soon after it: a dispatched step is worked on for LIVE_S (the builder's node
+ * writes now; one beat, Begin Step does not run during the write), a recorded or done-before one
+ * leaves HANDOVER_S. Without them a duplicate waited out the LIVE_S Start Job began with.
+ */
+async function beatForSteps(ctx: IExecuteFunctions, name: string, outputs: INodeExecutionData[][]) {
+	if (name !== 'beginStep' && name !== 'recordOutcome') return;
+	const items = outputs.flat();
+	const holders = new Map<string, { holder: Holder; liveS: number }>();
+	for (const item of items) {
+		const durable = (item.json.durable ?? {}) as IDataObject;
+		const jobId = durable.job_id;
+		const token = durable.fencing_token;
+		if (typeof jobId !== 'string' || typeof token !== 'number') continue;
+		const liveS = name === 'beginStep' && durable.decision === 'dispatch' ? LIVE_S : HANDOVER_S;
+		const key = `${jobId}\u0000${token}`;
+		const known = holders.get(key);
+		if (!known) holders.set(key, { holder: holderOf(ctx, ctx.getInputData()[0]?.json ?? {}, jobId, token), liveS });
+		else known.liveS = Math.max(known.liveS, liveS);
+	}
+	await Promise.all([...holders.values()].map(async ({ holder, liveS }) => await beat(ctx, holder, liveS)));
+}
+
 /** Answers every input item with the operation and puts each on the output its answer names. */
 export async function runOperation(
 	ctx: IExecuteFunctions,
@@ -75,6 +102,7 @@ export async function runOperation(
 			else outputs[at(route)].push(errorItem(error, i));
 		}
 	}
+	if (Number(ctx.getNode().typeVersion ?? 1) >= EDITOR_DEFAULTS_FROM) await beatForSteps(ctx, name, outputs);
 	if (dropped) {
 		ctx.addExecutionHints({
 			type: 'warning',

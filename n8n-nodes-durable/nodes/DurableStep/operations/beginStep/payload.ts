@@ -5,8 +5,23 @@ import { jsonParam } from '../../params';
 /** Version 1.2: Payload "Input Item Without Durable Step Fields" (the default) or "Custom". */
 export const PAYLOAD_VERSION = 1.2;
 
-/** What Start Job's item holds (operations/startJob/execute.ts): job and lease, no business data. */
-export const START_JOB_FIELDS = ['job_id', 'fencing_token', 'phase', 'task_version', 'status', 'needs_reconcile', 'lease', 'job'];
+/**
+ * What Start Job's item holds (operations/startJob/execute.ts): job and lease, no business data.
+ * `waited_for_holder_s` (node 1.4) is there only for an execution that waited for another one of the
+ * same job: in the payload it made that duplicate's digest differ (digest_mismatch instead of Done
+ * Before).
+ */
+export const START_JOB_FIELDS = [
+	'job_id',
+	'fencing_token',
+	'phase',
+	'task_version',
+	'status',
+	'needs_reconcile',
+	'lease',
+	'job',
+	'waited_for_holder_s',
+];
 
 /** Start Job's item, recognised by its lease: only then are its field names not the builder's. */
 function isStartJobItem(json: IDataObject): boolean {
