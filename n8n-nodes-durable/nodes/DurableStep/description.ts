@@ -1,4 +1,5 @@
 import type { INodeCredentialDescription, INodeProperties } from 'n8n-workflow';
+import { approvalPolicyField } from './approvalPolicy';
 import { needsAttentionField } from './attention';
 import { OPERATION_OPTIONS } from './operations';
 import { beginStepFields } from './operations/beginStep/fields';
@@ -55,6 +56,7 @@ export const properties: INodeProperties[] = [
 	gatedActionField,
 	...gatedRequestFields,
 	...gatedSubworkflowFields,
+	approvalPolicyField, // Begin Step, the one-node operations
 	stepOperationKeyField, // Record Outcome, Report Lookup
 	...reconcileFields,
 	stepFencingTokenField, // Record Outcome, Report Lookup

@@ -2,6 +2,7 @@ import type { IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 import type { LedgerAnswer } from '../../transport';
 import { refusalError } from '../../transport';
 import type { StepResult } from '../../types';
+import { withDecidedBy } from '../waitForApproval/decidedBy';
 import { followUpReconcile } from './followUp';
 import type { Prepared } from './prepare';
 import { ROUTED_REFUSALS, refusalToAttention, route } from './route';
@@ -21,5 +22,5 @@ export async function answerFirstBegin(
 		}
 		return refusalToAttention(item, req, first.refusal);
 	}
-	return route(item, req, first.body) ?? (await followUpReconcile(ctx, i, item, prepared, first.body));
+	return withDecidedBy(item, route(item, req, first.body) ?? (await followUpReconcile(ctx, i, item, prepared, first.body)));
 }

@@ -1,4 +1,5 @@
 import type { IDataObject, IExecuteFunctions } from 'n8n-workflow';
+import { approvalPolicy } from '../../approvalPolicy';
 import { itemJob } from '../../jobOfItem';
 import { optionalString, requiredString } from '../../params';
 import { beginPayload } from './payload';
@@ -37,6 +38,8 @@ export function prepare(ctx: IExecuteFunctions, i: number): Prepared {
 	if (operationKey) body.operation_key = operationKey;
 	const target = optionalString(options.target);
 	if (target) body.target = target;
+	const policy = approvalPolicy(ctx, i, body.requires_approval === true);
+	if (policy) body.approval_policy = policy;
 	return {
 		req: { jobId, action, token, body },
 		operationKey,

@@ -8,6 +8,7 @@ import { followUpReconcile } from '../beginStep/followUp';
 import { ROUTED_REFUSALS, attention, refusalToAttention, route } from '../beginStep/route';
 import { recordAndRoute } from '../recordOutcome/execute';
 import { failureRequest, type OutcomeRequest } from '../recordOutcome/request';
+import { withDecidedBy } from '../waitForApproval/decidedBy';
 import type { GatedPrepared, LookUpVerdict, Performed, StepTicket } from './effect';
 
 function ticketOf(prepared: GatedPrepared, durable: IDataObject): StepTicket {
@@ -197,6 +198,16 @@ async function lookUpAndReport(
  * (performed and confirmed now), Already Done (the receipt of an earlier run) or Needs Attention.
  */
 export async function runGated(
+	ctx: IExecuteFunctions,
+	i: number,
+	item: INodeExecutionData,
+	prepared: GatedPrepared,
+	first: LedgerAnswer,
+): Promise<StepResult> {
+	return withDecidedBy(item, await answerGated(ctx, i, item, prepared, first));
+}
+
+async function answerGated(
 	ctx: IExecuteFunctions,
 	i: number,
 	item: INodeExecutionData,

@@ -1,4 +1,5 @@
 import type { IDataObject, IExecuteFunctions } from 'n8n-workflow';
+import { approvalPolicy } from '../../approvalPolicy';
 import { EDITOR_DEFAULTS_FROM } from '../../editorDefaults';
 import { itemJob } from '../../jobOfItem';
 import { optionalString, requiredString } from '../../params';
@@ -23,6 +24,8 @@ export function prepareGated(ctx: IExecuteFunctions, i: number, payload: IDataOb
 	if (operationKey) body.operation_key = operationKey;
 	const target = optionalString(options.target);
 	if (target) body.target = target;
+	const policy = approvalPolicy(ctx, i, body.requires_approval === true);
+	if (policy) body.approval_policy = policy;
 	return {
 		req: { jobId, action, token, body },
 		operationKey,

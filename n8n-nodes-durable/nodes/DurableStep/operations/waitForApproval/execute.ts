@@ -3,6 +3,7 @@ import { NodeOperationError } from 'n8n-workflow';
 import { fencingToken, requiredString } from '../../params';
 import { ledgerCall, operationPath } from '../../transport';
 import { PROCEED, type DurableOperation, type StepResult } from '../../types';
+import { LINK_EXPIRY_MAX_HOURS, approvalFields } from './request';
 import { checkWaitNodeFollows } from './waitNode';
 
 /**
@@ -34,10 +35,24 @@ function resumeUrlParam(ctx: IExecuteFunctions, i: number): string {
 	return resumeUrl;
 }
 
+/** Link Expires After (hours) as the ledger's `link_expires_in_s`; undefined: the ledger's default. */
+function linkExpiresInS(ctx: IExecuteFunctions, i: number): number | undefined {
+	const options = (ctx.getNodeParameter('waitOptions', i, {}) ?? {}) as IDataObject;
+	if (options.linkExpiresAfterHours === undefined || options.linkExpiresAfterHours === '') return undefined;
+	const hours = Number(options.linkExpiresAfterHours);
+	if (!Number.isFinite(hours) || hours < 1 || hours > LINK_EXPIRY_MAX_HOURS) {
+		throw new NodeOperationError(ctx.getNode(), `"Link Expires After (Hours)" must be from 1 to ${LINK_EXPIRY_MAX_HOURS}, got ${JSON.stringify(options.linkExpiresAfterHours)}`, {
+			itemIndex: i,
+		});
+	}
+	return Math.round(hours * 3600);
+}
+
 /**
  * Registers this execution's resume URL for an operation the gate halted with approval_required.
- * The items pass through unchanged (plus `durable.wait`); the Wait node after this one parks the
- * execution until the ledger calls the URL once the approver has decided.
+ * The items pass through (plus `durable.wait`, `durable.approval_request` and `approval`: the
+ * request to send with any n8n node placed before the Wait node); the Wait node downstream parks
+ * the execution until the ledger calls the URL once the approvers have decided.
  */
 export async function waitForApprovalItem(
 	ctx: IExecuteFunctions,
@@ -50,20 +65,26 @@ export async function waitForApprovalItem(
 	const token = fencingToken(ctx, i);
 	const resumeUrl = resumeUrlParam(ctx, i);
 	checkWaitNodeFollows(ctx, i);
+	const body: IDataObject = { fencing_token: token, resume_url: resumeUrl };
+	const expiresInS = linkExpiresInS(ctx, i);
+	if (expiresInS !== undefined) body.link_expires_in_s = expiresInS;
 
 	const answer = await ledgerCall(
 		ctx,
 		'POST',
 		operationPath(key, 'wait'),
-		{ fencing_token: token, resume_url: resumeUrl },
+		body,
 		i,
 		`Registering this execution to wait for the approval of ${key}`,
 	);
 	const wait = (answer.wait as IDataObject) ?? {};
+	const request = answer.request && typeof answer.request === 'object' ? (answer.request as IDataObject) : undefined;
 	return {
 		output: PROCEED,
 		json: {
 			...item.json,
+			// A ledger without approval requests (before issue 38) answers none: no field then.
+			...(request ? { approval: approvalFields(request) } : {}),
 			durable: {
 				...durable,
 				operation_key: key,
@@ -71,6 +92,7 @@ export async function waitForApprovalItem(
 				// Set when the approver decided before this execution got here: it is resumed at once.
 				decision: (answer.decision as string | null) ?? null,
 				wait,
+				...(request ? { approval_request: request } : {}),
 			},
 		},
 	};
