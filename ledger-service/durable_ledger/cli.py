@@ -147,33 +147,15 @@ def cmd_prune(args, cfg):
         print(json.dumps(prune_operations(parse_duration(args.older_than))))
 
 
-def _gunicorn(app_factory, args, readahead_bytes, max_body_bytes):
+def _serve_http(app_factory, args, max_body_bytes):
     # Imported here, like the two app factories below: every other command (and the sweep and
-    # deliver-approvals processes `serve` starts) would otherwise load gunicorn, Flask, the whole
-    # API and the OpenAI SDK first. Measured: `durable-ledger --help` 0.06 s with them lazy,
-    # 1.2-1.8 s (80 MB) with them at the top.
-    from gunicorn.app.base import BaseApplication
+    # deliver-approvals processes `serve` starts) would otherwise load Flask, the whole API and
+    # the OpenAI SDK first. Measured: `durable-ledger --help` 0.06 s with them lazy, 1.2-1.8 s
+    # (80 MB) with them at the top.
+    from .web import server
 
-    from .web.readahead_worker import worker_class
-
-    class App(BaseApplication):
-        def load_config(self):
-            self.cfg.set("bind", f"{args.host}:{args.port}")
-            self.cfg.set("workers", args.workers)
-            self.cfg.set("threads", args.threads)
-            # gthread, reading each request whole before a thread sees it: slow or idle clients
-            # never hold a thread (readahead_worker.py).
-            self.cfg.set("worker_class", worker_class(readahead_bytes, max_body_bytes, args.read_timeout))
-            self.cfg.set("timeout", args.timeout)
-            self.cfg.set("keepalive", 30)
-            self.cfg.set("accesslog", os.environ.get("DURABLE_ACCESS_LOG") or None)
-            self.cfg.set("errorlog", "-")
-            self.cfg.set("loglevel", os.environ.get("DURABLE_LOG_LEVEL", "info").lower())
-
-        def load(self):
-            return app_factory()
-
-    App().run()
+    server.run(app_factory, args.host, args.port, args.workers, args.threads, args.read_timeout, max_body_bytes,
+               args.connection_limit)
 
 
 def _helper(argv):
@@ -213,21 +195,20 @@ def _pause(seconds):
 
 def cmd_serve(args, cfg):
     _bind(cfg)
-    create_schema()  # once, in the master: workers never do schema work per request
-    close_all()  # ... and no connection of the master's survives into the forked workers
+    create_schema()  # once, in the parent: workers never do schema work per request
+    close_all()  # ... and no connection of the parent's survives into the forked workers
     sweeper = deliverer = None
     if args.resume_interval and args.resume_interval.strip().lower() not in ("0", "0s", "off", "no"):
         # Resumes n8n executions parked for an approval; a process of its own, like the sweeper.
         deliverer = _helper(["deliver-approvals", "--interval", args.resume_interval])
     if args.sweep_interval:
-        # A separate process, not a thread in the gunicorn master: workers are forked from the
-        # master, and a forked copy of a live database connection must never be shared.
+        # A separate process, not a thread in the server's parent: workers are forked from it,
+        # and a forked copy of a live database connection must never be shared.
         sweeper = _helper(["sweep", "--interval", args.sweep_interval])
-    from .app import create_app  # lazy: see _gunicorn
+    from .app import create_app  # lazy: see _serve_http
 
     try:
-        _gunicorn(lambda: create_app(cfg, init_schema=False), args, cfg.max_body_bytes,
-                  max(cfg.max_body_bytes, cfg.max_artifact_bytes))
+        _serve_http(lambda: create_app(cfg, init_schema=False), args, max(cfg.max_body_bytes, cfg.max_artifact_bytes))
     finally:
         for helper in (sweeper, deliverer):
             if helper is not None:
@@ -236,21 +217,25 @@ def cmd_serve(args, cfg):
 
 
 def cmd_proxy_serve(args, cfg):
-    from .wordpress.proxy import create_proxy_app  # lazy: see _gunicorn
+    from .wordpress.proxy import create_proxy_app  # lazy: see _serve_http
 
     # Media arrive as multipart files or base64 JSON: the body cap follows the media cap.
     media = int(os.environ.get("DURABLE_PROXY_MAX_MEDIA_BYTES", 25 * 2**20))
-    _gunicorn(lambda: create_proxy_app(), args, cfg.max_body_bytes, media * 4 // 3 + 2**20)
+    _serve_http(lambda: create_proxy_app(), args, max(cfg.max_body_bytes, media * 4 // 3 + 2**20))
 
 
 def _serve_args(p, port):
     p.add_argument("--host", default=os.environ.get("DURABLE_HOST", "127.0.0.1"))
     p.add_argument("--port", type=int, default=int(os.environ.get("DURABLE_PORT", port)))
-    p.add_argument("--workers", type=int, default=int(os.environ.get("DURABLE_WORKERS", "2")))
-    p.add_argument("--threads", type=int, default=int(os.environ.get("DURABLE_THREADS", "8")))
-    p.add_argument("--timeout", type=int, default=60)
+    p.add_argument("--workers", type=int, default=int(os.environ.get("DURABLE_WORKERS", "2")),
+                   help="server processes (default 2)")
+    p.add_argument("--threads", type=int, default=int(os.environ.get("DURABLE_THREADS", "8")),
+                   help="request threads per process (default 8)")
     p.add_argument("--read-timeout", type=float, default=float(os.environ.get("DURABLE_READ_TIMEOUT", "15")),
-                   help="seconds a request may take to arrive whole (headers and body); default 15")
+                   help="seconds a connection may send nothing while no request of it runs (idle, or a "
+                        "request stalled mid-head or mid-body) before it is closed; default 15")
+    p.add_argument("--connection-limit", type=int, default=int(os.environ.get("DURABLE_CONNECTION_LIMIT", "1000")),
+                   help="open connections per process; past it the next wait in the kernel's queue (default 1000)")
 
 
 def build_parser():
@@ -260,7 +245,7 @@ def build_parser():
     mig = sub.add_parser("migrate", help="upgrade the schema (same as init-db); --status shows version and pending")
     mig.add_argument("--status", action="store_true", help="print the schema version and pending migrations only")
     mig.set_defaults(func=cmd_migrate)
-    serve = sub.add_parser("serve", help="run the ledger API under gunicorn")
+    serve = sub.add_parser("serve", help="run the ledger API (waitress)")
     _serve_args(serve, 8787)
     serve.add_argument("--sweep-interval", default=os.environ.get("DURABLE_SWEEP_INTERVAL"),
                        help="also run the sweeper every interval (e.g. 60s); default off")
@@ -283,7 +268,7 @@ def build_parser():
     tlist.add_argument("--tenant")
     tlist.set_defaults(func=cmd_token_list)
     proxy = sub.add_parser("proxy", help="the WordPress publishing proxy").add_subparsers(dest="proxy_command", required=True)
-    pserve = proxy.add_parser("serve", help="run the publishing proxy under gunicorn")
+    pserve = proxy.add_parser("serve", help="run the publishing proxy (waitress)")
     _serve_args(pserve, 8788)
     pserve.set_defaults(func=cmd_proxy_serve)
     rep = sub.add_parser("report", help="print a job's report (completed / failed / unknown / pending human)")

@@ -1,7 +1,7 @@
 """Attacks on gate/fast_routes.py: for odd-but-valid HTTP, other tenants, stale workers, wrong
 roles and bad tokens, the fast handler answers exactly as the Flask routes do (status, JSON,
 headers) and writes exactly what they write (operations, events, audit rows). On both backends;
-the HTTP-level cases also through gunicorn, with raw sockets."""
+the HTTP-level cases also through `durable-ledger serve` (waitress), with raw sockets."""
 
 import json
 import socket
@@ -622,7 +622,7 @@ def _request(path, body, *header_lines, length=None):
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)  # HTTP framing: the backend plays no part
-def test_gunicorn_raw_requests_answer_as_flask_does(database, tmp_path):
+def test_serve_raw_requests_answer_as_flask_does(database, tmp_path):
     """Each raw request twice: as sent (the fast handler's if plain) and with a query string
     (always Flask's route); the same status line, header names and body."""
     with LedgerServer(database, TOKENS, workers=1, threads=2, log_path=tmp_path / "ledger.log") as srv:

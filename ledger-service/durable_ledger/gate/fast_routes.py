@@ -45,11 +45,8 @@ _KEYED = re.compile(r"(.*)<path:(\w+)>(/[\w-]+)")
 
 def install(app):
     """Put the handler in front of ``app`` (and of the Flask instrumentation's wrapper, when
-    tracing is on: that one sees the requests passed on), and give the server's worker its lean
-    entry (``app.lean_answer``, web/lean_http.py)."""
-    fast = FastGate(app, app.wsgi_app)
-    app.wsgi_app = fast
-    app.lean_answer = fast.lean
+    tracing is on: that one sees the requests passed on)."""
+    app.wsgi_app = FastGate(app, app.wsgi_app)
 
 
 def _hot_routes():
@@ -124,15 +121,6 @@ class FastGate:
             answered(status, headers)
         start_response(status, headers)
         return [data]
-
-    def lean(self, path, headers, raw):
-        """The same answer for a request the server's worker read itself (web/lean_http.py): a
-        POST with no query string, ``headers`` by lower-case name: (status line, body bytes), or
-        None before anything is done (the worker then hands the request to gunicorn and Flask)."""
-        plain = self._plain(path, headers.get("content-type", ""), headers.get("content-length", ""))
-        if plain is None or len(raw) != plain[1]:
-            return None
-        return self._take(plain, raw, lambda name: headers.get(_HEADER_NAMES[name]))
 
     def _plain(self, path, content_type, length):
         """(hot route, body length) for a plain request to a hot path, else None."""

@@ -46,6 +46,26 @@ class PayloadTooLarge(LedgerError):
     code, http_status = "payload_too_large", 413
 
 
+class MalformedRequest(LedgerError):
+    """The HTTP server could not read the request's framing (a chunk size, a Content-Length, the
+    start line or a header line): refused before the app, the connection closed."""
+
+    code, http_status = "malformed_request", 400
+
+
+class HeadersTooLarge(LedgerError):
+    """The request's head is larger than the server reads (64 KiB)."""
+
+    code, http_status = "headers_too_large", 431
+
+
+class UnsupportedTransferCoding(LedgerError):
+    """A Transfer-Encoding other than chunked. RFC 9112 6.1 suggests 501; the API answers no
+    input with a 5xx (docs/api.md), so it is a 400 with a code of its own."""
+
+    code, http_status = "unsupported_transfer_coding", 400
+
+
 class ArtifactQuotaExceeded(LedgerError):
     """Storing this artifact would take the tenant past its artifact storage quota."""
 

@@ -6,7 +6,7 @@ Flask) and the event writers add ``{"n8n": {"execution_id", "workflow_id"}}`` to
 detail. The job timeline links each step to the execution that did it. One dict per request,
 no query: the gate's hot path pays nothing measurable for it.
 
-Set on every request (None when the headers are absent): gunicorn's threads serve request after
+Set on every request (None when the headers are absent): the server's threads serve request after
 request, and a value left from the previous one would be stamped on the wrong events.
 """
 

@@ -232,7 +232,7 @@ class RedactingFilter(logging.Filter):
     """Log records at every level go out with credential-looking substrings redacted.
 
     Installed on the root logger's handlers by the app factory, so it covers records of every
-    logger that propagates (ours, werkzeug's, gunicorn's error log when it propagates)."""
+    logger that propagates (ours, werkzeug's, waitress's)."""
 
     def filter(self, record):
         try:

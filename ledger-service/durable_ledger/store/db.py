@@ -1,6 +1,6 @@
 """The deferred database: bound once per process from DURABLE_DATABASE_URL.
 
-SQLite runs in WAL mode with a busy timeout so several gunicorn workers can share one file.
+SQLite runs in WAL mode with a busy timeout so several server processes can share one file.
 Write transactions on SQLite start with BEGIN IMMEDIATE: a deferred transaction that reads
 first and upgrades to a writer later can fail with SQLITE_BUSY *without* waiting for the busy
 timeout (two readers both wanting to upgrade deadlock), which would surface as random 500s
@@ -47,7 +47,7 @@ def init_database(url):
                 check_same_thread=False,
             )
         elif url.startswith(("postgresql://", "postgres://")):
-            # Under gunicorn each worker keeps a small pool; connections are per thread.
+            # Under `serve` each server process keeps a small pool; connections are per thread.
             params = parse(url)
             database = _Pool(params.pop("database"), max_connections=32, stale_timeout=300, **params)
         else:
@@ -116,7 +116,7 @@ def release_request_connection():
 
 
 def close_all():
-    """Close every connection this process holds, pooled ones included: before gunicorn forks
+    """Close every connection this process holds, pooled ones included: before `serve` forks
     its workers. A pooled connection left in the master would be inherited by every worker, and
     two processes writing to one PostgreSQL session interleave their statements."""
     if isinstance(db.obj, PooledPostgresqlDatabase):

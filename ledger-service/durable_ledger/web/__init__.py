@@ -1,3 +1,3 @@
 """HTTP plumbing both Flask apps (the ledger and the publishing proxy) and every feature's routes
 share: the error answers, request context, request schemas, cheap refusals, strict JSON, tracing
-and the gunicorn worker. No feature logic."""
+and the HTTP server `serve` runs (server.py, waitress). No feature logic."""

@@ -16,8 +16,7 @@ from ..store.db import DataError, InterfaceError, OperationalError, database_una
 log = logging.getLogger("durable_ledger")
 
 
-# The answer to an unexpected exception: this app's 500 handler, the hot routes' (gate/fast_routes.py)
-# and the read-ahead worker's lean lane (readahead_worker.py).
+# The answer to an unexpected exception: this app's 500 handler and the hot routes' (gate/fast_routes.py).
 INTERNAL_ERROR = {"error": {"code": "internal_error", "message": "internal error; see the service log", "details": {}}}
 MAX_ERROR_BYTES = 16 * 1024  # an error answer's JSON; details past it are dropped, code and message kept
 
