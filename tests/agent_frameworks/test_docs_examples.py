@@ -55,45 +55,50 @@ def shown_outputs(text, script):
 
 
 class Docs:
-    """The page's programs in ``where``, with the environment they read."""
+    """The page's programs in ``where``, with the environment they read, forked by the worker's
+    fork server (conftest.py) or started as ``python NAME``."""
 
-    def __init__(self, where, env, remote):
-        self.where, self.env, self.remote, self.log = where, env, remote, []
+    def __init__(self, forks, where, env, remote):
+        self.forks, self.where, self.env, self.remote, self.log = forks, where, env, remote, []
         where.mkdir()
         for name, code in blocks(PAGE.read_text()).items():
             (where / name).write_text(code)
 
-    def run(self, script):
-        p = subprocess.run([sys.executable, script], cwd=self.where, env=self.env, capture_output=True, text=True,
-                           timeout=300, check=False)
-        assert p.returncode == 0, p.stderr[-3000:]
-        self.log.append(f"$ python {script}\n{p.stdout}")
-        return p.stdout
+    def run(self, script, interpreter=False):
+        """What ``python SCRIPT`` printed; ``interpreter``: in a new interpreter, not a fork."""
+        if interpreter:
+            p = subprocess.run([sys.executable, script], cwd=self.where, env=self.env, capture_output=True, text=True,
+                               timeout=300, check=False)
+            assert p.returncode == 0, p.stderr[-3000:]
+            out = p.stdout
+        else:
+            out = self.forks.start(self.where / script, cwd=self.where, env=self.env).output()
+        self.log.append(f"$ python {script}\n{out}")
+        return out
 
     def crash_after_write(self, script):
         """Run until the refunds API stored a refund, then kill -9 the program before it hears back."""
         self.remote.hold()
-        proc = subprocess.Popen([sys.executable, script], cwd=self.where, env=self.env, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
+        child = self.forks.start(self.where / script, cwd=self.where, env=self.env)
         try:
             assert self.remote.written.wait(240), "the program never wrote"
         finally:
-            proc.kill()
-            proc.wait(30)
+            child.kill()
+            code = child.wait(30)
             self.remote.release.set()
-        assert proc.returncode == -9
+        assert code == -9
         self.log.append(f"$ python {script}    # killed -9 after the refunds API stored the refund\n")
 
 
 @pytest.fixture
-def docs(tmp_path, remote, ledger_server):
+def docs(tmp_path, remote, ledger_server, forks):
     server = ledger_server(f"sqlite:///{tmp_path / 'ledger.db'}", f"acme:runner:{RUNNER},acme:approver:{APPROVER}",
                            workers=1, threads=4)
     model = ScriptedResponses([("issue_refund", {"order_id": "C-1042", "amount_cents": 2500})], final=FINAL)
     env = {**os.environ, "DURABLE_LEDGER_URL": server.url, "DURABLE_TOKEN": RUNNER, "REFUNDS_API": remote.url,
            "OPENAI_BASE_URL": model.url, "OPENAI_API_KEY": "sk-offline-stand-in",
            "OPENAI_AGENTS_DISABLE_TRACING": "1"}
-    d = Docs(tmp_path / "examples", env, remote)
+    d = Docs(forks, tmp_path / "examples", env, remote)
     d.url = server.url
     yield d
     model.stop()
@@ -142,7 +147,7 @@ def test_docs_page_titles_the_examples(tmp_path):
 
 
 def test_docs_agents_sdk_example_twice(docs, remote):
-    assert docs.run("refund_agent.py") == FINAL + "\n"
+    assert docs.run("refund_agent.py", interpreter=True) == FINAL + "\n"
     assert docs.run("refund_agent.py") == FINAL + "\n"
     assert remote.writes() == 1
 
