@@ -3,6 +3,10 @@
 // an Approval Policy only when one is set, and the step after the wait says who decided.
 // A fake IExecuteFunctions, a REAL ledger service; the workflow graph is n8n-workflow's own.
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import { createRequire } from 'node:module';
+import os from 'node:os';
+import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { RESUMABLE_WAIT, runNode, workflow } from './fake-context.mjs';
 import { APPROVER_TOKEN, RUNNER_TOKEN, startLedger } from './ledger.mjs';
@@ -227,6 +231,15 @@ describe('the approval policy in the begin body', () => {
 			groups: ['editors'],
 			requester_may_approve: false,
 		});
+		// The ledger stored it with the operation (at its first begin) and shows it.
+		const key = encodeURIComponent(set.item.json.durable.operation_key);
+		const shown = await ledger.api('GET', `/v1/operations/${key}/approvals`);
+		assert.equal(shown.status, 200, JSON.stringify(shown.body));
+		assert.equal(shown.body.policy.approvals_needed, 2, JSON.stringify(shown.body.policy));
+		assert.deepEqual(shown.body.policy.approvers, ['alice', 'bob', 'carol']);
+		assert.equal(shown.body.policy.requester_may_approve, false);
+		const none = await ledger.api('GET', `/v1/operations/${encodeURIComponent(plain.item.json.durable.operation_key)}/approvals`);
+		assert.equal(none.body.policy.approvals_needed, 1, 'no policy: one approval by any approver');
 	});
 
 	test('the_one_node_operations_send_it_too_and_a_policy_without_requires_approval_is_refused', async () => {
@@ -286,5 +299,76 @@ describe('who decided, after the wait', () => {
 		const durable = other.out[2][0].json.durable;
 		assert.equal(durable.reason, 'approval_required');
 		assert.equal(durable.decided_by, undefined);
+	});
+});
+
+/**
+ * n8n's own Slack node (n8n-nodes-base, from the n8n that stack/n8n.sh installed), with no Slack
+ * workspace: its execute() runs on a fake context that answers chat.postMessage, so the test sees
+ * the request body the node builds from the parameters a builder sets after Wait for Approval.
+ */
+function slackNode() {
+	const cache = process.env.DURABLE_CACHE || path.join(process.env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache'), 'durable-steps');
+	const home = path.join(cache, `n8n-${process.env.N8N_VERSION || '2.40.7'}`);
+	const file = path.join(home, 'node_modules', 'n8n-nodes-base', 'dist', 'nodes', 'Slack', 'V2', 'SlackV2.node.js');
+	if (!fs.existsSync(path.join(home, '.complete')) || !fs.existsSync(file)) return null;
+	return createRequire(file)(file).SlackV2;
+}
+
+describe('the Slack node with the approval request', () => {
+	const SlackV2 = slackNode();
+	test('the_slack_node_posts_the_blocks_a_builder_maps_from_the_item', { skip: !SlackV2 && 'n8n is not installed (make n8n-install)' }, async () => {
+		const { item } = await halted(uniqueJob('slack'));
+		const { out } = await runNode({ items: [item], credentials: creds, params: waitParams() });
+		const json = out[0][0].json;
+		// The Slack node's fields as the docs tell a builder to set them (Send Message, Blocks).
+		const expressions = {
+			authentication: 'accessToken',
+			resource: 'message',
+			operation: 'post',
+			select: 'channel',
+			channelId: { __rl: true, mode: 'id', value: 'C0APPROVERS' },
+			messageType: 'block',
+			blocksUi: ($json) => JSON.stringify({ blocks: $json.approval.slack_blocks }), // {{ JSON.stringify({ blocks: $json.approval.slack_blocks }) }}
+			text: ($json) => $json.approval.text, // {{ $json.approval.text }}
+			otherOptions: { includeLinkToWorkflow: false },
+		};
+		const sent = [];
+		const ctx = {
+			getInputData: () => [{ json }],
+			getNode: () => ({ name: 'Slack', type: 'n8n-nodes-base.slack', typeVersion: 2.3, parameters: {} }),
+			getInstanceId: () => 'instance-1',
+			getWorkflow: () => ({ id: 'wf1', name: 'Article pipeline', active: false }),
+			getInstanceBaseUrl: () => 'http://127.0.0.1:5678/',
+			continueOnFail: () => false,
+			getNodeParameter(name, i, fallback, options = {}) {
+				const [head, ...rest] = name.split('.');
+				let value = expressions[head];
+				for (const k of rest) value = value?.[k];
+				if (typeof value === 'function') value = value(json);
+				if (value === undefined) return fallback;
+				if (options.extractValue && value?.__rl) return value.value;
+				if (options.ensureType === 'object' && typeof value === 'string') return JSON.parse(value); // as n8n validates it
+				return structuredClone(value);
+			},
+			helpers: {
+				async requestWithAuthentication(credentialType, options) {
+					sent.push({ credentialType, ...options });
+					return { ok: true, channel: 'C0APPROVERS', ts: '1765000000.000100', message: { text: options.body.text } };
+				},
+				returnJsonArray: (data) => (Array.isArray(data) ? data : [data]).map((d) => ({ json: d })),
+				constructExecutionMetaData: (items, { itemData }) => items.map((it) => ({ ...it, pairedItem: itemData })),
+			},
+		};
+		const result = await new SlackV2({ displayName: 'Slack', name: 'slack' }).execute.call(ctx);
+		assert.equal(sent.length, 1);
+		assert.equal(sent[0].uri, 'https://slack.com/api/chat.postMessage');
+		assert.equal(sent[0].credentialType, 'slackApi');
+		assert.equal(sent[0].body.channel, 'C0APPROVERS');
+		assert.deepEqual(sent[0].body.blocks, json.approval.slack_blocks, 'the blocks as the ledger built them');
+		assert.equal(sent[0].body.text, json.approval.text, 'the notification text (and the fallback of clients without blocks)');
+		const urls = JSON.stringify(sent[0].body.blocks);
+		assert.ok(urls.includes(json.approval.link) && urls.includes(json.approval.approve_link));
+		assert.equal(result[0].length, 1);
 	});
 });
