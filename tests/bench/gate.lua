@@ -2,7 +2,8 @@
 -- Each wrk thread keeps a queue of operation keys it was told to dispatch and confirms them
 -- next, so requests alternate begin, confirm, begin, confirm (strictly with one connection per
 -- thread: then the pair's latency, begin sent -> confirm answered, is measured directly).
--- Env: TOKEN, JOB, FENCE (fencing token), PREFIX (unique per run), CONNS, THREADS, BENCH_LUA_DIR.
+-- Env: TOKEN, JOB, FENCE (fencing token), PREFIX (unique per run), CONNS, THREADS, BENCH_LUA_DIR,
+-- CLOSE (1: `Connection: close` on every request).
 -- Every answer is checked: a begin must say "dispatch" (the keys are fresh), a confirm must
 -- answer the operation CONFIRMED; anything else is counted as an anomaly and reported.
 dofile((os.getenv("BENCH_LUA_DIR") or ".") .. "/common.lua")
@@ -17,6 +18,8 @@ local begin_at = nil
 function init(args)
   wrk.headers["Authorization"] = "Bearer " .. token
   wrk.headers["Content-Type"] = "application/json"
+  -- CLOSE=1: a new connection per request, as the n8n node calls (wrk reconnects after each answer)
+  if os.getenv("CLOSE") == "1" then wrk.headers["Connection"] = "close" end
 end
 
 local function urlencode(s)

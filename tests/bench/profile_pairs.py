@@ -1,6 +1,6 @@
 """Where a begin+confirm pair's time goes inside the ledger's process (docs/performance.md).
 
-Calls the WSGI app directly with a ready-made environ (no socket, no gunicorn, no test client),
+Calls the WSGI app directly with a ready-made environ (no socket, no server, no test client),
 so what is measured is the server's side of a request: after WARMUP pairs and an ANALYZE, the
 wall and CPU medians of 5 x 300 pairs, then one cProfile of 500 pairs with its own time grouped by package.
 On a fresh PostgreSQL database (or SQLite) that is dropped at the end.

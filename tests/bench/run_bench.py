@@ -98,7 +98,7 @@ def cpu_times():
 
 def group_cpu_ticks(pgid):
     """CPU ticks (user + system) of every live process in a process group (the ledger server:
-    gunicorn master, workers, helpers)."""
+    `serve`'s parent, its workers and helpers)."""
     total = 0
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
@@ -130,11 +130,13 @@ def wait_idle(pgid, timeout=60.0):
 
 # --------------------------------------------------------------------------------------- wrk
 
-def wrk(url, conns, threads, seconds, fence, job, script="gate.lua", batch=1, pgid=None):
+def wrk(url, conns, threads, seconds, fence, job, script="gate.lua", batch=1, pgid=None, close=False):
     """One wrk run; every answer is checked by the Lua script (see gate.lua). With ``pgid``
-    (the server's process group) it returns only once the server is idle again."""
+    (the server's process group) it returns only once the server is idle again. ``close``:
+    `Connection: close` on every request (a new connection each, as the n8n node calls)."""
     env = {**os.environ, "TOKEN": TOKEN, "JOB": job, "FENCE": str(fence), "PREFIX": uuid.uuid4().hex[:8],
-           "BATCH": str(batch), "CONNS": str(conns), "THREADS": str(threads), "BENCH_LUA_DIR": str(HERE)}
+           "BATCH": str(batch), "CONNS": str(conns), "THREADS": str(threads), "BENCH_LUA_DIR": str(HERE),
+           "CLOSE": "1" if close else "0"}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     busy0, total0 = cpu_times()
     t0 = time.perf_counter()
@@ -210,7 +212,7 @@ def gate_pass(url, job, fence, seconds, pgid):
 
 
 def warm_up(url, job, fence, seconds, pgid):
-    """Connections, caches, every gunicorn worker and thread: not measured, errors counted."""
+    """Connections, caches, every server process and thread: not measured, errors counted."""
     s = max(1, min(2, seconds))
     return sum(wrk(url, 16, 2, s, fence, job, script=sc, batch=b, pgid=pgid)["errors"]
                for sc, b in (("gate.lua", 1), ("gate_batch.lua", 100)))
@@ -374,10 +376,12 @@ class Databases:
 
 
 def start_server(stack, url, args, log_path, pythonpath=None):
-    """A ledger server (gunicorn, as in production) with a leased job `bench`; returns (server, fence)."""
+    """A ledger server (`durable-ledger serve`, as in production) with a leased job `bench`; returns (server, fence)."""
     srv = LedgerServer(url, f"bench:runner:{TOKEN}", workers=args.workers, threads=args.threads, log_path=log_path)
-    if pythonpath:  # the baseline: its own durable_ledger first, the venv for the dependencies
-        srv.env["PYTHONPATH"] = os.pathsep.join(p for p in (pythonpath, os.environ.get("PYTHONPATH")) if p)
+    if pythonpath:  # the baseline: its own durable_ledger first, the venv for the dependencies, then
+        # the bench's servers (a baseline from before waitress runs on gunicorn)
+        srv.env["PYTHONPATH"] = os.pathsep.join(p for p in (pythonpath, os.environ.get("PYTHONPATH"),
+                                                            args.servers_path) if p)
     try:
         stack.enter_context(srv)
     except RuntimeError as exc:  # say why (the log goes away with the temp dir)
@@ -678,6 +682,15 @@ def main():
                     help="largest scale point (replaces the points above it), e.g. 100000 for a quick run")
     ap.add_argument("--baseline", default=None, metavar="REF",
                     help="git ref whose HTTP gate is measured in passes interleaved with the current tree's")
+    ap.add_argument("--servers", default="serve,gunicorn,granian,baseline",
+                    help="the server table on PostgreSQL (servers_bench.py): candidates, comma-separated; "
+                         "'' to skip")
+    ap.add_argument("--servers-baseline", default="a92532a", metavar="REF",
+                    help="the ref whose own `serve` is the table's `baseline` candidate")
+    ap.add_argument("--servers-path", default=os.path.join(os.environ.get("DURABLE_CACHE", os.path.expanduser(
+                        "~/.cache/durable-steps")), "bench-servers"),
+                    help="where `make bench-deps` installed the bench-only servers (gunicorn, granian)")
+    ap.add_argument("--servers-only", action="store_true", help="only the server table")
     ap.add_argument("--n8n-results", default=None, help="JSON written by the n8n end-to-end overhead measurement")
     ap.add_argument("--n8n-server-results", default=None,
                     help="JSON written by tests/bench/n8n_server_bench.py (the same steps in a running n8n server)")
@@ -722,7 +735,17 @@ def main():
         report["baseline"] = {k: str(v) for k, v in baseline.items() if k != "tree"}
         log(f"baseline {baseline['commit'][:10]} ({baseline['subject']}) from {baseline['imports_from']}")
     report["backends"] = {}
-    for backend in args.backends.split(","):
+    if args.servers:
+        import servers_bench  # imports this module by name: loaded here, not at the top
+
+        t = time.perf_counter()
+        try:
+            report["servers"] = servers_bench.compare(args)
+        except Exception as exc:
+            log(f"servers: failed: {exc}")
+            report["servers"] = {"error": f"{type(exc).__name__}: {exc}"}
+        report["servers"]["duration_s"] = round(time.perf_counter() - t, 1)
+    for backend in ([] if args.servers_only else args.backends.split(",")):
         t = time.perf_counter()
         try:
             report["backends"][backend] = run_backend(backend, args, baseline)
@@ -747,12 +770,13 @@ def main():
         path = Path(args.n8n_server_results)
         report["n8n_server"] = (json.loads(path.read_text()) if path.exists()
                                 else {"error": f"{args.n8n_server_results} was not written"})
-    report["errors_total"] = sum(b["errors"]["total"] for b in report["backends"].values())
+    report["errors_total"] = sum(b["errors"]["total"] for b in report["backends"].values()) + sum(
+        row.get("errors", 0) for row in report.get("servers", {}).get("table", {}).values())
     report["machine"]["loadavg_end"] = list(os.getloadavg())
     report["bench"]["duration_s"] = round(time.time() - started, 1)
     report["summary"] = summary(report)
-    order = ("bench", "machine", "current", "baseline", "summary", "targets", "targets_detail", "errors_total", "n8n",
-             "n8n_server")
+    order = ("bench", "machine", "current", "baseline", "summary", "targets", "targets_detail", "errors_total",
+             "servers", "n8n", "n8n_server")
     print(json.dumps({k: report[k] for k in (*order, *report) if k in report}, indent=2))
 
 
