@@ -194,7 +194,7 @@ class PipelineStack:
         return led
 
     def restart_ledger(self, sig=signal.SIGKILL) -> float:
-        """Kill the ledger server (its whole process group: gunicorn master and workers, no
+        """Kill the ledger server (its whole process group: `serve`'s parent and workers, no
         cleanup with SIGKILL) and start a new one on the same database and port. Returns the
         seconds until the new one answered /health."""
         old = next(s for s in self.services if s.name == "ledger")

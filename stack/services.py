@@ -5,7 +5,7 @@
     svc.stop()                   # SIGTERM to the whole process group, SIGKILL after 10 s
     svc.stop(signal.SIGKILL)     # a crash: no shutdown hook runs
 
-Every process runs in its own session, so stopping it stops what it started too (gunicorn's
+Every process runs in its own session, so stopping it stops what it started too (`serve`'s
 workers, n8n's task runner). The ledger's and the proxy's command lines are written here once
 (`ledger_command`); the stacks (pipeline, orders, retry, agent tools), the reconcile harness and
 the ledger's own tests build theirs through it. Nothing here imports pytest.
@@ -98,7 +98,7 @@ class Service:
         return self.proc.poll() is None
 
     def stop(self, sig=signal.SIGTERM):
-        # The whole group, even when its leader has exited: gunicorn's workers may outlive it.
+        # The whole group, even when its leader has exited: `serve`'s workers may outlive it.
         stop_pid(self.pid, sig)
         try:
             self.proc.wait(10)
@@ -114,7 +114,7 @@ class Service:
 
 class LedgerServer:
     """`durable-ledger serve` (or, in ProxyServer, `proxy serve`) on its own port, as production
-    runs it (gunicorn): start() waits for /health, stop(sig) stops the whole group; a context
+    runs it: start() waits for /health, stop(sig) stops the whole group; a context
     manager. `env` and `args` can be changed before start() (and between stop() and start())."""
 
     what = ("serve",)

@@ -81,7 +81,7 @@ def test_app_restart_finds_the_session(client, standin, database):
     app2 = create_app(Config(database_url=database, bootstrap_tokens=TOKENS, log_level="WARNING"))
     r = app2.test_client().post("/v1/jobs/j1/session/sync", json={}, headers=auth())
     assert r.status_code == 200 and r.get_json()["session_id"] == "sess_1" and r.get_json()["item_count"] == 3
-    # A new process (gunicorn, `durable-ledger serve`) on the same database.
+    # A new process (`durable-ledger serve`) on the same database.
     if not db.is_closed():
         db.close()
     with PatientServer(database, TOKENS, workers=1, threads=2) as server:

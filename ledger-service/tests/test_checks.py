@@ -1,6 +1,6 @@
 """One set of input checks for both doors (issue 22, defect 9), on SQLite and PostgreSQL.
 
-Every bad input below goes through HttpLedger (a real gunicorn server: the route's checks) and
+Every bad input below goes through HttpLedger (a real `serve`: the route's checks) and
 through LocalLedger (the same checks, durable_ledger/kernel/checks.py, in this process); both must
 raise the same class with the same code, and refuse before anything is written (the rows of the
 table are counted). Then a job whose stored budgets cannot be read (written by a client before

@@ -1,6 +1,6 @@
 """The client API's contract, once, for both transports on both databases.
 
-`ledger` is a LocalLedger (the core in this process) or an HttpLedger (a real gunicorn server)
+`ledger` is a LocalLedger (the core in this process) or an HttpLedger (a real `serve`)
 on the same database; `other` is the other transport on that database, so a run on one and the
 next run on the other prove the two share one gate and one set of tables. Exactly-once is shown
 by counts: how often a body ran, and the operation rows and their SENT events in the tables.

@@ -1,4 +1,4 @@
-"""Two real service processes (gunicorn, 2 workers x 8 threads each) sharing one database.
+"""Two real service processes (`serve`, 2 processes x 8 threads each) sharing one database.
 
 16 client threads hammer `begin` on the same keys: exactly one `dispatch` per key across all
 processes, whatever the interleaving. A lease takeover in the middle of the storm: once the

@@ -448,7 +448,7 @@ def test_console_revoking_the_token_ends_its_sessions_in_every_worker(app, clien
     principal = _cache.get(hash_token(raw), 60)
     with db.connection_context():
         assert revoke_token(raw) == 1
-    # another gunicorn worker still has the token in its cache for DURABLE_TOKEN_CACHE_TTL_S
+    # another server process still has the token in its cache for DURABLE_TOKEN_CACHE_TTL_S
     _cache.put(hash_token(raw), principal)
     thief = app.test_client()
     thief.set_cookie("session", copied)

@@ -1,6 +1,6 @@
 """The gate's stop conditions hold under concurrency: budgets and cancel are checked inside the claim.
 
-Two real service processes (gunicorn, 2 workers x 8 threads each) share one database, as in
+Two real service processes (`serve`, 2 processes x 8 threads each) share one database, as in
 test_concurrency.py. Each storm is repeated for many rounds, because one lucky interleaving
 proves nothing; the counts come from the ledger's own rows, not from the answers alone.
 """

@@ -274,7 +274,7 @@ def test_limits_artifact_size_and_tenant_quota(small_app):
     # chunked upload without Content-Length: the limit holds while streaming, too
     r = client.put("/v1/artifacts", input_stream=io.BytesIO(b"b" * 20_000),
                    headers={**auth(), "Transfer-Encoding": "chunked"},
-                   environ_overrides={"wsgi.input_terminated": True})  # as gunicorn sets it
+                   environ_overrides={"wsgi.input_terminated": True})  # as a server that reads chunked bodies sets it
     _err(r, 413, "payload_too_large")
     for i in range(2):
         assert client.put("/v1/artifacts", data=bytes([65 + i]) * 10_000, headers=auth()).status_code == 201

@@ -1,4 +1,4 @@
-"""The issue's scripted check, against a real `durable-ledger serve` (gunicorn) on both backends."""
+"""The issue's scripted check, against a real `durable-ledger serve` on both backends."""
 
 from urllib.parse import quote
 

@@ -1,6 +1,6 @@
 """Agents API sessions under interruption: a client that goes away mid-request, a long session
 history, and an executor machine that is replaced. The Agents API is the SDK-validated stand-in
-(in this process, so it counts what the ledger really sent); the ledger is a real gunicorn process."""
+(in this process, so it counts what the ledger really sent); the ledger is a real `serve` process."""
 import hashlib
 import json
 import shutil

@@ -1,4 +1,4 @@
-"""The ledger itself dies: one gunicorn worker SIGKILLed under load, then the whole server (its
+"""The ledger itself dies: one server worker SIGKILLed under load, then the whole server (its
 process group) SIGKILLed mid-run and a new one started on the same PostgreSQL database.
 
 Eight client threads gate distinct keys (`begin` -> the side effect -> `confirm`) against a
@@ -23,7 +23,7 @@ THREADS, KEYS_PER_THREAD = 8, 15
 
 
 def _workers(master_pid):
-    """gunicorn worker pids: the master's children that are workers, read from /proc."""
+    """`serve`'s worker pids: the children it forked (not its helper processes), read from /proc."""
     out = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -152,7 +152,7 @@ def test_acceptance_ledger_service_restarted(pg_url, standin, tmp_path, uid):
         clients = Clients(server.url, token, job, fence, remote)
         total = THREADS * KEYS_PER_THREAD
 
-        # (a) SIGKILL one gunicorn worker while the eight clients run.
+        # (a) SIGKILL one server worker while the eight clients run.
         threads, failures = clients.run("a")
         clients.wait_done(total // 4)
         before = _workers(server.proc.pid)

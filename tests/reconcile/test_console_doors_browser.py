@@ -1,5 +1,5 @@
 """The console's doors in a real headless Chromium against a real ledger (`durable-ledger serve`,
-two gunicorn workers, so a token cached by one worker and a session read by the other are both
+two server workers, so a token cached by one worker and a session read by the other are both
 in play). No WordPress is needed: the steps here are generic ones (a sheet row, a newsletter).
 
 - what a caller stored on lookup-result (hostile links, a forged source, verdict and n8n

@@ -6,7 +6,7 @@ awaited and stopped one way (stack/services.py, stack/localhost.py, support/word
     pg_url                                 a throwaway PostgreSQL database per session (its URL)
     pg_database                            factory: pg_database("n8n_retry") -> name, dropped at teardown
     ledger_server                          factory: ledger_server(database_url, tokens, **kw) -> started
-                                           LedgerServer (gunicorn), stopped at teardown
+                                           LedgerServer (serve), stopped at teardown
     service                                factory: service(name, args, env, ready=url) -> started
                                            Service (own process group, log in tmp_path), stopped at teardown
     port                                   a free port (in this suite's slice when suites run side by side)
