@@ -11,6 +11,7 @@ from .approvals import routes as approvals
 from .approvals import wait_routes as waits
 from .auth import load_bootstrap_tokens
 from .console import base as console_base
+from .console import links as console_links  # noqa: F401 - its views (approval request links) are on the console's bp
 from .console import review_page
 from .console import views as console
 from .gate import fast_routes

@@ -26,6 +26,7 @@ class Principal:
     role: str
     name: str
     sites: frozenset | None = None  # None: every site profile
+    groups: frozenset = frozenset()  # an approver's groups (approvals/policy.py)
 
     @property
     def actor(self):
@@ -53,10 +54,24 @@ def _parse_sites(text):
     return frozenset(s.strip() for s in text.replace("+", ",").split(",") if s.strip())
 
 
-def create_token(tenant, role, name=None, sites=None, raw=None):
-    """Store a token (hashed) and return the raw value; the raw value is never stored."""
+_NAME = re.compile(r"[A-Za-z0-9_.@-]{1,128}")
+
+
+def _parse_groups(text):
+    """``legal,editors`` or ``legal|editors`` -> the sorted names (each a name like a token's)."""
+    groups = sorted({g.strip() for g in (text or "").replace("|", ",").split(",") if g.strip()})
+    for g in groups:
+        if not _NAME.fullmatch(g):
+            raise ValidationFailed(f"group '{g}' is not 1-128 of A-Z a-z 0-9 _ . @ -", {"field": "groups"})
+    return groups
+
+
+def create_token(tenant, role, name=None, sites=None, raw=None, groups=None):
+    """Store a token (hashed) and return the raw value; the raw value is never stored. ``name``
+    is the actor an approval policy names; ``groups`` (names) the groups it may name."""
     if role not in ROLES:
         raise ValidationFailed(f"unknown role '{role}'", {"roles": list(ROLES)})
+    groups = _parse_groups(",".join(groups) if isinstance(groups, (list, tuple, set, frozenset)) else groups)
     raw = raw or "dl_" + secrets.token_urlsafe(32)
     tokens.insert_token(
         tenant=tenant,
@@ -65,22 +80,25 @@ def create_token(tenant, role, name=None, sites=None, raw=None):
         sites=",".join(sorted(sites)) if sites else None,
         token_hash=hash_token(raw),
         created_at=time.time(),
+        groups=",".join(groups) or None,
     )
     return raw
 
 
 def load_bootstrap_tokens(spec):
-    """``tenant:role:token[:site+site]`` triples, comma separated (dev and tests)."""
+    """``tenant:role:token[:site+site[:name[:group|group]]]``, comma separated (dev and tests).
+    An empty or ``*`` sites field is every site: ``acme:approver:t1:*:alice:legal|editors``."""
     count = 0
     for entry in (e.strip() for e in (spec or "").split(",")):
         if not entry:
             continue
         parts = entry.split(":")
-        if len(parts) not in (3, 4) or not all(parts[:3]):
-            raise ValueError("DURABLE_BOOTSTRAP_TOKENS entries look like tenant:role:token[:site+site]")
+        if not 3 <= len(parts) <= 6 or not all(parts[:3]):
+            raise ValueError("DURABLE_BOOTSTRAP_TOKENS entries look like tenant:role:token[:site+site[:name[:group|group]]]")
         tenant, role, raw = parts[:3]
-        sites = _parse_sites(parts[3]) if len(parts) == 4 else None
-        create_token(tenant, role, name=f"bootstrap-{tenant}-{role}", sites=sites, raw=raw)
+        sites = _parse_sites(parts[3]) if len(parts) >= 4 else None
+        name = parts[4] if len(parts) >= 5 and parts[4] else f"bootstrap-{tenant}-{role}"
+        create_token(tenant, role, name=name, sites=sites, raw=raw, groups=parts[5] if len(parts) == 6 else None)
         count += 1
     return count
 
@@ -113,7 +131,7 @@ def revoke_token(raw=None, hash_prefix=None):
 def list_tokens(tenant=None):
     """Every token's description, never its value: id, tenant, role, name, sites, the first 12
     hex digits of its hash (what `token revoke --hash` takes), created and revoked times."""
-    return [{"id": t.id, "tenant": t.tenant, "role": t.role, "name": t.name, "sites": t.sites,
+    return [{"id": t.id, "tenant": t.tenant, "role": t.role, "name": t.name, "sites": t.sites, "groups": t.groups,
              "hash": t.token_hash[:12], "created_at": t.created_at, "revoked_at": t.revoked_at}
             for t in tokens.token_rows(tenant)]
 
@@ -161,7 +179,8 @@ def authenticate_hash(key, ttl=30.0):
     row = tokens.live_token(key)
     if row is None:
         raise Unauthorized("unknown or revoked token")
-    principal = Principal(row.tenant, row.role, row.name or row.role, _parse_sites(row.sites))
+    principal = Principal(row.tenant, row.role, row.name or row.role, _parse_sites(row.sites),
+                          frozenset((row.groups or "").split(",")) - {""})
     _cache.put(key, principal)
     return principal
 

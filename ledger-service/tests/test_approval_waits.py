@@ -163,7 +163,10 @@ def test_decision_resumes_the_waiting_execution_once_with_the_decision(client, h
     assert deliver(n8n)["delivered"] == 0  # no decision yet: nothing is called
     assert approve(key, digest) == 1
     assert deliver(n8n)["delivered"] == 1
+    body = n8n.calls[0]["body"]
+    decided = body.pop("decided_by")
     assert [c["body"] for c in n8n.calls] == [{"decision": "approved", "reason": "looks good", "operation_key": key}]
+    assert [(d["name"], d["decision"], d["door"]) for d in decided] == [("ann", "approved", "api")]
     assert n8n.calls[0]["path"] == "/webhook-waiting/5?signature=s3cr3t-5"
     for _ in range(3):
         assert deliver(n8n)["delivered"] == 0
@@ -330,7 +333,9 @@ def test_denial_resumes_with_the_reason_and_the_gate_halts(client, halted, n8n):
     with db.connection_context():
         approval_decisions.deny(APPROVER, key, digest, "wrong headline")
     deliver(n8n)
+    decided = n8n.calls[0]["body"].pop("decided_by")
     assert [c["body"] for c in n8n.calls] == [{"decision": "denied", "reason": "wrong headline", "operation_key": key}]
+    assert [(d["name"], d["decision"], d["door"]) for d in decided] == [("ann", "denied", "api")]
     out = client.post("/v1/operations/begin", headers=auth(), json={
         "job_id": "a1", "action": "publish", "payload": BODY, "fencing_token": tok,
         "target": "wordpress:default"}).get_json()

@@ -55,7 +55,7 @@ def test_the_expiry_rule(value, message):
 def test_defaults_are_filled_in():
     out = bodies.read(bodies.BeginSchema, {"job_id": "j", "action": "a", "fencing_token": 1}, CFG)
     assert out == {"job_id": "j", "action": "a", "fencing_token": 1, "operation_key": None, "target": None,
-                   "requires_approval": False}
+                   "requires_approval": False, "approval_policy": None}
     assert bodies.read(bodies.JobPutSchema, {}, CFG) == {"task_version": 1, "pipeline": "generic", "phases": None,
                                                          "budgets": {}, "session_id": None, "policy_hash": None}
 

@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent / "durable-ledger"
 EXPECTED_MIGRATIONS = ["0001_baseline_0_1_0", "0002_approval_denials_and_waits", "0003_unambiguous_key_lookups",
                        "0004_attempt_dispatcher", "0005_console_sessions", "0006_operation_field_digests",
-                       "0007_no_redundant_job_indexes", "0008_lease_liveness"]
+                       "0007_no_redundant_job_indexes", "0008_lease_liveness", "0009_approval_policy"]
 
 
 @pytest.fixture(scope="session")
@@ -272,7 +272,8 @@ def test_m0006_adds_field_digests_to_a_version_5_database(fresh_url):
                        " created_at, updated_at) VALUES ('acme', 'k', %s, 1, 'a', 'd', 'CONFIRMED', 1, 3, 1, %s,"
                        " 0, 0, 0)".replace("%s", "?" if fresh_url.startswith("sqlite") else "%s"), (job, False))
     out = migrate_schema()
-    assert out["applied"] == ["0006_operation_field_digests", "0007_no_redundant_job_indexes", "0008_lease_liveness"]
+    assert out["applied"] == ["0006_operation_field_digests", "0007_no_redundant_job_indexes", "0008_lease_liveness",
+                              "0009_approval_policy"]
     with db.connection_context():
         op = Operation.get()
         assert (op.operation_key, op.request_hash, op.field_digests) == ("k", "d", None)
@@ -298,7 +299,8 @@ def test_m0007_drops_the_job_indexes_another_index_leads_with(fresh_url):
                               request_hash="d", state="SENT", fencing_token=1, created_at=0, updated_at=0).execute()
         OperationEvent.insert(operation=op, job=job, to_state="SENT", actor="t", created_at=0).execute()
     assert {"operation_job_id", "operation_event_job_id"} <= before
-    assert migrate_schema()["applied"] == ["0007_no_redundant_job_indexes", "0008_lease_liveness"]
+    assert migrate_schema()["applied"] == ["0007_no_redundant_job_indexes", "0008_lease_liveness",
+                              "0009_approval_policy"]
     with db.connection_context():
         after = schema.indexes("operation") | schema.indexes("operation_event")
         assert {"operation_job_id", "operation_event_job_id"} & after == set()
@@ -322,8 +324,42 @@ def test_m0008_adds_lease_liveness_to_a_version_7_database(fresh_url):
         job = Job.insert(tenant="acme", job_id="v7", created_at=0, updated_at=0).execute()
         db.execute_sql("INSERT INTO lease (job_id, owner, fencing_token, expires_at, acquired_at) VALUES (%s, 'o', 3,"
                        " 9e9, 0)".replace("%s", "?" if fresh_url.startswith("sqlite") else "%s"), (job,))
-    assert migrate_schema()["applied"] == ["0008_lease_liveness"]
+    assert migrate_schema()["applied"] == ["0008_lease_liveness", "0009_approval_policy"]
     with db.connection_context():
         lease = Lease.get()
         assert (lease.owner, lease.fencing_token, lease.live_until) == ("o", 3, None)
+    db.close()
+
+
+def test_m0009_adds_approval_policies_to_a_version_8_database(fresh_url):
+    """A version 8 database (no token groups, no operation policy, approvals without approver or
+    door) gets the columns; rows stored before keep their meaning: a token without groups, an
+    operation needing one approval by anyone, an approval whose approver is its approved_by."""
+    from durable_ledger.approvals import policy
+    from durable_ledger.store.migrations import Schema, SchemaVersion, migrate_schema
+    from durable_ledger.store.models import ApiToken, Approval, ApprovalDenial, Job, Operation
+
+    init_database(fresh_url)
+    migrate_schema()
+    with db.connection_context():
+        schema = Schema(db.obj)
+        for table, column in (("api_token", "groups"), ("operation", "approval_policy"), ("approval", "approver_name"),
+                              ("approval", "approver_groups"), ("approval", "door"), ("approval_denial", "door")):
+            schema.drop_column(table, column)
+        SchemaVersion.delete().where(SchemaVersion.version >= 9).execute()
+        job = Job.insert(tenant="acme", job_id="v8", created_at=0, updated_at=0).execute()
+        q = "?" if fresh_url.startswith("sqlite") else "%s"
+        db.execute_sql("INSERT INTO approval (tenant, job_id, task_version, action, content_digest, target, expires_at,"
+                       f" approved_by, created_at) VALUES ('acme', {q}, 1, 'publish', 'd', '', 9e9, 'approver:ann', 0)",
+                       (job,))
+        db.execute_sql("INSERT INTO api_token (tenant, role, token_hash, name, created_at) VALUES"
+                       " ('acme', 'approver', 'h', 'ann', 0)")
+    assert migrate_schema()["applied"] == ["0009_approval_policy"]
+    with db.connection_context():
+        a = Approval.get()
+        assert (a.approver_name, a.door, policy.approver_of(a)) == (None, None, ("ann", frozenset()))
+        assert ApiToken.get().groups is None
+        assert {"approval_policy"} <= Schema(db.obj).columns("operation")
+        assert {"door"} <= Schema(db.obj).columns("approval_denial")
+        assert Operation.select().count() == ApprovalDenial.select().count() == 0
     db.close()

@@ -23,10 +23,23 @@ already standing for the same binding:
     click 1: lock op ... no live approval -> INSERT approval ... commit
     click 2:        lock op (waits) ...................................... sees it -> no-op
 
+With an approval policy (approvals/policy.py) the operation needs N distinct allowed approvers:
+each decision is checked against it first (403 approver_not_allowed), an approver who approved
+already is a no-op (counted once), and the decision state a page carries names an approval only
+once the policy is satisfied, so two approvers of a 2-of-3 step clicking at once both count:
+
+    alice: lock op ... 0 of 2 -> INSERT approval (1 of 2) ... commit
+    bob:          lock op (waits) ............................ 1 of 2 -> INSERT (2 of 2) ... commit -> resume
+    carol:                       lock op (waits) ......................................... 2 of 2 -> no-op
+
+The execution waiting for the step is resumed once, when the count is reached (or at a denial).
+
 Denial: a row in ``approval_denial`` for (operation, digest). While it stands `begin` answers
 halt/``approval_denied`` (with the reason) instead of approval_required. A later approval of the
 same digest lifts it (the approver changed their mind: that is an explicit decision, audited);
-a denial revokes live approvals of the same binding that the workflow has not used yet.
+under a policy only the approver who denied can lift it that way: a denial by any allowed approver
+stops the step, and a second approver cannot outvote it. A denial revokes live approvals of the
+same binding that the workflow has not used yet.
 """
 
 import time
@@ -40,8 +53,11 @@ from ..kernel.errors import ContentChanged, DecisionChanged, InvalidTransition, 
 from ..store import approvals as store_approvals
 from ..store.audit import audit
 from ..store.db import write_txn
+from . import policy as approval_policy
 from . import waits as approval_waits
-from .rules import active_denial
+from .rules import active_denial, satisfied
+
+DOORS = ("console", "link", "api")
 
 DEFAULT_TTL_S = 24 * 3600
 MAX_TTL_S = MAX_APPROVAL_TTL_S  # kernel/bodies.py declares it for the approve body
@@ -54,9 +70,11 @@ def _check_shown(op, shown_digest):
 
 
 def decision_state(op, now=None):
-    """What a decision page shows and its form carries back: 'STATE:denial id:approval id' (0: none)."""
+    """What a decision page shows and its form carries back: 'STATE:denial id:approval id' (0: none).
+    The approval is the one that satisfied the policy: approvals short of its count do not change
+    the state, so they never make another approver's click stale."""
     now = time.time() if now is None else now
-    denial, approval = active_denial(op), store_approvals.live_approval_for(op, now)
+    denial, approval = active_denial(op), satisfied(op, now)
     return f"{op.state}:{denial.id if denial else 0}:{approval.id if approval else 0}"
 
 
@@ -68,7 +86,7 @@ def _check_still_shown(op, shown_state, now):
     current = decision_state(op, now)
     if shown_state == current:
         return
-    denial, approval = active_denial(op), store_approvals.live_approval_for(op, now)
+    denial, approval = active_denial(op), satisfied(op, now)
     if op.state != S.PREPARED:
         what = f"the step is {op.state} now"
     elif denial is not None:
@@ -81,12 +99,19 @@ def _check_still_shown(op, shown_state, now):
                           {"operation_key": op.operation_key, "shown": shown_state, "current": current})
 
 
-def approve(principal, key, shown_digest, ttl_s=None, note=None, check_content=None, now=None, shown_state=None):
-    """Returns (approval, created). ``created`` is False when the same approval already stood.
-    ``shown_state``: the page's `decision_state`; refused if the decision moved since (see above)."""
+def _name(actor):
+    return (actor or "").split(":", 1)[-1]
+
+
+def approve(principal, key, shown_digest, ttl_s=None, note=None, check_content=None, now=None, shown_state=None,
+            door="api"):
+    """Returns (approval, created). ``created`` is False when the same approval already stood
+    (this approver's, or the policy was satisfied already). ``shown_state``: the page's
+    `decision_state`; refused if the decision moved since (see above). ``door``: console, link, api."""
     principal.require("approver")
     op = get_operation(principal.tenant, key)
     _check_shown(op, shown_digest)
+    approval_policy.check_allowed(op.approval_policy, principal, key)
     ttl_s = DEFAULT_TTL_S if ttl_s is None else float(ttl_s)
     if not 60 <= ttl_s <= MAX_TTL_S:
         raise ValidationFailed(f"expiry must be between 60 s and {MAX_TTL_S} s from now", {"field": "expires_in_s"})
@@ -100,24 +125,38 @@ def approve(principal, key, shown_digest, ttl_s=None, note=None, check_content=N
     now = time.time() if now is None else now
     with write_txn():
         op = store.operation_locked(op.id)
-        live = store_approvals.live_approval_for(op, now)
-        if live is not None:
-            return live, False
+        mine = [a for a in store_approvals.live_approvals_for(op, now)
+                if approval_policy.approver_of(a)[0] == principal.name]
+        if mine:
+            return mine[-1], False  # this approver approved already: counted once
+        done = satisfied(op, now)
+        if done is not None:
+            return done, False  # the policy has its count: a late click adds nothing
         _check_still_shown(op, shown_state, now)
+        denial = active_denial(op)
+        if denial is not None and op.approval_policy is not None and _name(denial.denied_by) != principal.name:
+            raise DecisionChanged(f"{_name(denial.denied_by)} denied it: {denial.reason}. Under this step's approval "
+                                  "policy one allowed approver's denial stops it; only they can lift it",
+                                  {"operation_key": op.operation_key, "denied_by": _name(denial.denied_by)})
         job = store_approvals.job_by_pk(op.job_id)
         approval = store_approvals.add_approval(
             principal.tenant, op.job_id, op.task_version, op.action, op.request_hash, op.target or "",
-            job.policy_hash, now + ttl_s, principal.actor, note, now)
+            job.policy_hash, now + ttl_s, principal.actor, note, now, principal.name, principal.groups, door)
         lifted = store_approvals.lift_denials(op, principal.actor, now)
+        now_done = satisfied(op, now) is not None
         audit(principal.tenant, op.job_id, principal.actor, "approval_granted",
               {"approval_id": approval.id, "operation_key": op.operation_key, "task_version": op.task_version,
                "action": op.action, "content_digest": op.request_hash, "target": op.target,
-               "expires_at": approval.expires_at, "note": note, "denial_lifted": bool(lifted)})
-    approval_waits.decision_made(principal.tenant, op.operation_key, "approved", note)
+               "expires_at": approval.expires_at, "note": note, "denial_lifted": bool(lifted),
+               "by": principal.name, "door": door, "approvals": len(approval_policy.counted(
+                   op.approval_policy, store_approvals.live_approvals_for(op, now))),
+               "approvals_needed": approval_policy.needed(op.approval_policy), "satisfied": now_done})
+    if now_done:
+        approval_waits.decision_made(principal.tenant, op.operation_key, "approved", note)
     return approval, True
 
 
-def deny(principal, key, shown_digest, reason, now=None, shown_state=None):
+def deny(principal, key, shown_digest, reason, now=None, shown_state=None, door="api"):
     """Returns (denial, created). Denying needs no read-back: refusing is always safe; but it
     revokes an unused approval, so one given after the page was shown refuses it (``shown_state``)."""
     principal.require("approver")
@@ -128,6 +167,7 @@ def deny(principal, key, shown_digest, reason, now=None, shown_state=None):
         raise ValidationFailed("reason is longer than 2000 characters", {"field": "reason"})
     op = get_operation(principal.tenant, key)
     _check_shown(op, shown_digest)
+    approval_policy.check_allowed(op.approval_policy, principal, key)
     if op.state != S.PREPARED or not op.requires_approval:
         raise InvalidTransition(f"operation is {op.state}; it is not waiting for an approval", {"state": op.state})
     now = time.time() if now is None else now
@@ -139,14 +179,15 @@ def deny(principal, key, shown_digest, reason, now=None, shown_state=None):
         if standing is not None:
             return standing, False
         _check_still_shown(op, shown_state, now)
-        denial = store_approvals.add_denial(principal.tenant, op, reason, principal.actor, now)
+        denial = store_approvals.add_denial(principal.tenant, op, reason, principal.actor, now, door)
         for a in store_approvals.unused_approvals_for(op):
             store_approvals.revoke_approval(a.id, principal.actor, now)
             audit(principal.tenant, op.job_id, principal.actor, "approval_revoked",
                   {"approval_id": a.id, "operation_key": op.operation_key, "because": "denied"})
         audit(principal.tenant, op.job_id, principal.actor, "approval_denied",
               {"denial_id": denial.id, "operation_key": op.operation_key, "task_version": op.task_version,
-               "action": op.action, "content_digest": op.request_hash, "target": op.target, "reason": reason})
+               "action": op.action, "content_digest": op.request_hash, "target": op.target, "reason": reason,
+               "by": principal.name, "door": door})
     approval_waits.decision_made(principal.tenant, op.operation_key, "denied", reason)
     return denial, True
 
@@ -157,13 +198,13 @@ def waiting(tenant, limit=200):
     now = time.time()
     out = []
     for op in ops:
-        out.append({"op": op, "approval": store_approvals.live_approval_for(op, now), "denial": active_denial(op)})
+        out.append({"op": op, "approval": satisfied(op, now), "denial": active_denial(op)})
     return out
 
 
 def denial_dict(d):
     return {"id": d.id, "operation_key": d.operation.operation_key, "content_digest": d.content_digest,
-            "reason": d.reason, "denied_by": d.denied_by, "created_at": iso(d.created_at),
+            "reason": d.reason, "denied_by": d.denied_by, "door": d.door, "created_at": iso(d.created_at),
             "lifted_at": iso(d.lifted_at), "lifted_by": d.lifted_by}
 
 

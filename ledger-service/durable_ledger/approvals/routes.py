@@ -27,6 +27,12 @@ def deny_operation(who, body, key):
     return jsonify({"denial": d, "created": created}), 201 if created else 200
 
 
+@api(bp, "GET", "/v1/operations/<path:key>/approvals", role="any",
+     summary="An operation's approval policy, its progress ('1 of 2') and who decided (decided_by)")
+def operation_approvals(who, key):
+    return jsonify(calls.operation_approvals(who, key))
+
+
 @api(bp, "GET", "/v1/approvals/pending", role="approver",
      summary='Operations the gate halted for an approval, with their decision')
 def pending(who):

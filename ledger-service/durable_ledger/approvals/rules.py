@@ -10,9 +10,11 @@ import time
 from datetime import datetime, timezone
 
 from ..jobs.jobs import get_job
+from ..jobs.serialize import iso
 from ..kernel.errors import NotFound, ValidationFailed
 from ..store import approvals as store_approvals
 from ..store.audit import audit
+from . import policy as approval_policy
 
 # Actions that need an approval whatever the caller says, per pipeline.
 ALWAYS_GATED = {"article": ("publish",)}
@@ -49,7 +51,7 @@ def grant(principal, job_id, task_version, action, content_digest, target, expir
         raise ValidationFailed("expires_at is in the past", {"field": "expires_at"})
     approval = store_approvals.add_approval(
         principal.tenant, job.id, task_version, action, content_digest, target, job.policy_hash, expiry,
-        principal.actor, note, now)
+        principal.actor, note, now, principal.name, principal.groups, "api")
     audit(principal.tenant, job.id, principal.actor, "approval_granted",
           {"approval_id": approval.id, "task_version": task_version, "action": action,
            "content_digest": content_digest, "target": target, "expires_at": expiry})
@@ -66,13 +68,18 @@ def revoke(principal, approval_id, now=None):
     return store_approvals.get_approval(approval.id)
 
 
-def find_live(job, action, digest, target, now=None):
+def find_live(job, action, digest, target, now=None, policy=None):
+    """The live approval a dispatch spends, or None. ``policy`` (the operation's approval policy,
+    approvals/policy.py): None is one approval by anyone; otherwise it needs its count of distinct
+    allowed approvers, each with a live approval of this binding, and the newest of them is spent."""
     now = time.time() if now is None else now
-    for approval in store_approvals.live_approvals_of_job(job, action, digest, target, now):
-        # An approval given under another policy (tool allow-list, scopes) is not this one.
-        if approval.policy_hash == job.policy_hash:
-            return approval
-    return None
+    # An approval given under another job policy (tool allow-list, scopes) is not this one.
+    live = (a for a in store_approvals.live_approvals_of_job(job, action, digest, target, now)
+            if a.policy_hash == job.policy_hash)
+    if policy is None:
+        return next(live, None)
+    counted = approval_policy.counted(policy, list(live))
+    return max(counted, key=lambda a: a.id) if len(counted) >= approval_policy.needed(policy) else None
 
 
 def mark_used(principal, job, approval, action, target):
@@ -89,9 +96,43 @@ def active_denial(op, digest=None):
     return store_approvals.standing_denial(op.id, digest or op.request_hash)
 
 
-def status_of(op, now=None):
-    """'approved' (a live approval waits for the workflow), 'denied', or 'waiting'."""
+def counted(op, now=None):
+    """The live approvals of what ``op`` would send that its policy counts (one per approver)."""
     now = time.time() if now is None else now
-    if store_approvals.has_live_approval(op, now):
+    return approval_policy.counted(op.approval_policy, store_approvals.live_approvals_for(op, now))
+
+
+def satisfied(op, now=None):
+    """The newest counted approval when the policy has its count, else None."""
+    got = counted(op, now)
+    return max(got, key=lambda a: a.id) if len(got) >= approval_policy.needed(op.approval_policy) else None
+
+
+def status_of(op, now=None):
+    """'approved' (the policy has its live approvals; the workflow may go on), 'denied', or
+    'waiting' (none yet, or fewer than the policy needs)."""
+    if satisfied(op, now) is not None:
         return "approved"
     return "denied" if active_denial(op) is not None else "waiting"
+
+
+def decided_by(op):
+    """Who decided on what ``op`` sends: [{name, decision, at, door}], oldest first. Every recorded
+    approval and denial of its digest (revoked, lifted or expired ones too: who said what, when)."""
+    out = []
+    for a in store_approvals.approvals_for(op):
+        out.append((a.created_at, {"name": approval_policy.approver_of(a)[0], "decision": "approved",
+                                   "at": iso(a.created_at), "door": a.door}))
+    for d in store_approvals.denials_for(op):
+        out.append((d.created_at, {"name": (d.denied_by or "").split(":", 1)[-1], "decision": "denied",
+                                   "at": iso(d.created_at), "door": d.door}))
+    return [entry for _, entry in sorted(out, key=lambda e: e[0])]
+
+
+def policy_view(op, now=None):
+    """The policy and its progress as pages and answers show them."""
+    got = counted(op, now)
+    policy = op.approval_policy
+    return {**approval_policy.public(policy), "requested_by": (policy or {}).get("requested_by"),
+            "approved_by": [approval_policy.approver_of(a)[0] for a in got], "approvals": len(got),
+            "satisfied": len(got) >= approval_policy.needed(policy)}

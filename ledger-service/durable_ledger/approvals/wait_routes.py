@@ -1,6 +1,6 @@
 """Executions waiting for an approval (approvals/waits.py) over HTTP."""
 
-from flask import Blueprint, jsonify
+from flask import Blueprint, jsonify, request
 
 from ..kernel import bodies
 from ..web.context import config
@@ -13,7 +13,8 @@ bp = Blueprint("waits", __name__)
      summary="Register an n8n execution's resume URL for an operation halted with approval_required", body=bodies.WaitSchema)
 def register_wait(who, body, key):
     answer, created = calls.register_wait(who, key, config(), body["resume_url"], body["fencing_token"],
-                                             body["execution_id"], body["workflow_id"])
+                                          body["execution_id"], body["workflow_id"], body["link_expires_in_s"],
+                                          request.host_url)
     return jsonify(answer), 201 if created else 200
 
 

@@ -55,7 +55,7 @@ from ..store import waits as store_waits
 from ..store.audit import audit
 from ..store.db import write_txn
 from ..store.waits import DELIVERED, FAILED, PENDING
-from .rules import active_denial, status_of
+from .rules import active_denial, decided_by, status_of
 
 log = logging.getLogger("durable_ledger.approval_waits")
 
@@ -253,7 +253,8 @@ def deliver_one(d, wait, hosts, max_attempts=20, backoff_s=1.0, backoff_max_s=60
     else:
         log.debug("resuming %s for %s, attempt %d", where, d.operation_key, attempt)  # `where` is redacted
         status, text, error = post(wait.resume_url, {"decision": d.decision, "reason": d.reason,
-                                                     "operation_key": d.operation_key}, timeout_s)
+                                                     "operation_key": d.operation_key,
+                                                     "decided_by": decided_by(wait.operation)}, timeout_s)
         verdict, detail = _classify(status, text), text
     done = time.time()
     if verdict == "retry" and attempt >= max_attempts:

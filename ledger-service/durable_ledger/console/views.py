@@ -20,6 +20,7 @@ from flask.sessions import NullSession, SecureCookieSessionInterface
 
 from .. import store
 from ..approvals import decisions, preview
+from ..approvals import policy as approval_policy
 from ..approvals import rules as approval_rules
 from ..jobs import timeline as tl
 from ..jobs.operations import get_operation
@@ -27,11 +28,11 @@ from ..jobs.serialize import iso
 from ..kernel.errors import Forbidden, LedgerError, NotFound, Unauthorized
 from ..kernel.links import http_url
 from ..web.context import config
+from . import approval_page
 from . import auth as console_auth  # noqa: F401 - its views are the review queue pages on bp
 from .base import SESSION_PREFIXES, bp, current_user, page, safe_next, signed_in
 
 HOME = {"approver": "console.approvals", "editor": "console.review_queue", "admin": "console.jobs"}
-EXPIRY_CHOICES_H = (1, 8, 24, 72, 168)
 JOB_FILTERS = ("q", "status", "phase", "unknown", "approval")  # the only query args the pager passes on
 
 
@@ -162,44 +163,55 @@ def not_found(exc):
 @bp.get("/approvals/<path:key>")
 @signed_in("approver")
 def approval(who, key):
-    op = _operation_or_404(who, key)
-    cfg = config()
-    prev = preview.publish_preview(op, cfg) if preview.is_publish_preview(op) else None
-    default_h = min(EXPIRY_CHOICES_H, key=lambda h: abs(h * 3600 - cfg.approval_ttl_s))
-    return page("console_approval.html", who, op=op, job_id=op.job.job_id, preview=prev, asked=_asked(op),
-                decision_status=approval_rules.status_of(op), denial=approval_rules.active_denial(op),
-                shown=decisions.decision_state(op),
-                summary=op.request_summary or {}, expiry_choices=EXPIRY_CHOICES_H, default_h=default_h)
+    return approval_page.render(who, _operation_or_404(who, key))
 
 
-@bp.post("/approvals/<path:key>/approve")
-@signed_in("approver")
-def approve(who, key):
+def _refused(who, key, exc, what):
+    """A refusal of a decision: the approval page again, with the reason. The policy's refusal
+    is a 403 with its code on the page (a forbidden decision is not a form to retry)."""
+    if isinstance(exc, approval_policy.ApproverNotAllowed):
+        return approval_page.render(who, _operation_or_404(who, key), status=403,
+                                    error=f"Not {what} ({exc.code}): {exc.message}")
+    flash(f"Not {what}: {getattr(exc, 'message', 'the expiry must be a number of hours')}", "error")
+    return redirect(url_for("console.approval", key=key))
+
+
+def decide_approve(who, key, door):
+    """The approve form's post, from the console's page or a link's confirmation page."""
     op = _operation_or_404(who, key)
     try:
         hours = float(request.form.get("expires_in_h") or config().approval_ttl_s / 3600)
         approval_row, created = decisions.approve(
             who, key, request.form.get("digest", ""), ttl_s=hours * 3600, note=request.form.get("note") or None,
-            check_content=preview.check_unchanged(config()), shown_state=request.form.get("shown", ""))
+            check_content=preview.check_unchanged(config()), shown_state=request.form.get("shown", ""), door=door)
     except (LedgerError, ValueError) as exc:
-        flash(f"Not approved: {getattr(exc, 'message', 'the expiry must be a number of hours')}", "error")
-        return redirect(url_for("console.approval", key=key))
-    flash(f"{op.action} for job {op.job.job_id}: " + ("approved until " + iso(approval_row.expires_at)
-          if created else "was already approved; nothing changed") + ".", "info")
+        return _refused(who, key, exc, "approved")
+    view = approval_rules.policy_view(op)
+    progress = "" if view["approvals_needed"] == 1 else f" ({view['approvals']} of {view['approvals_needed']})"
+    flash(f"{op.action} for job {op.job.job_id}: " + ("approved until " + iso(approval_row.expires_at) + progress
+          if created else "was already approved by you or had its approvals; nothing changed") + ".", "info")
     return redirect(url_for("console.approvals"))
+
+
+def decide_deny(who, key, door):
+    op = _operation_or_404(who, key)
+    try:
+        _denial, created = decisions.deny(who, key, request.form.get("digest", ""), request.form.get("reason"),
+                                          shown_state=request.form.get("shown", ""), door=door)
+    except LedgerError as exc:
+        return _refused(who, key, exc, "denied")
+    flash(f"{op.action} for job {op.job.job_id}: " + ("denied; the workflow stops with approval_denied"
+          if created else "was already denied; nothing changed") + ".", "info")
+    return redirect(url_for("console.approvals"))
+
+
+@bp.post("/approvals/<path:key>/approve")
+@signed_in("approver")
+def approve(who, key):
+    return decide_approve(who, key, "console")
 
 
 @bp.post("/approvals/<path:key>/deny")
 @signed_in("approver")
 def deny(who, key):
-    op = _operation_or_404(who, key)
-    try:
-        _denial, created = decisions.deny(who, key, request.form.get("digest", ""), request.form.get("reason"),
-                                          shown_state=request.form.get("shown", ""))
-    except LedgerError as exc:
-        flash(f"Not denied: {exc.message}", "error")
-        return redirect(url_for("console.approval", key=key))
-    flash(f"{op.action} for job {op.job.job_id}: " + ("denied; the workflow stops with approval_denied"
-          if created else "was already denied; nothing changed") + ".", "info")
-    return redirect(url_for("console.approvals"))
-
+    return decide_deny(who, key, "console")

@@ -108,8 +108,9 @@ def authorize_write(tenant, operation_key, target, write, *, job_id=None, fencin
     if publish and not (row.requires_approval and is_publish(row.action)):
         _refuse("publishing needs a publish operation the ledger dispatched after an approval", operation_key,
                 action=row.action)
-    if row.requires_approval and approvals.find_live(op_store.job_for_approval_check(row.job_id), row.action, row.request_hash,
-                                                     row.target) is None:
+    if row.requires_approval and approvals.find_live(op_store.job_for_approval_check(row.job_id), row.action,
+                                                     row.request_hash, row.target,
+                                                     policy=row.approval_policy) is None:
         # The gate spent a live approval when it dispatched; the write is forwarded only while
         # one is still live (revoked, expired or bound to an older version: nothing goes out).
         _refuse("this write needs a live approval for this version, content and target; none is live",

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import store
+from ..approvals import policy as approval_policy
 from ..approvals import rules as approvals
 from ..kernel import states as S
 from ..kernel.budgets import exhausted_budget
@@ -56,6 +57,7 @@ def check_stored(op, job, req):
             "this operation key was first used with another target; send that target, or use a new key",
             {"operation_key": op.operation_key, "field": "target", "stored": op.target, "given": req.target})
     check_digest(op, req.digest, req.fields)
+    approval_policy.check_unchanged(op, req.policy)
 
 
 def load(principal, req, now):
@@ -75,7 +77,9 @@ def load(principal, req, now):
     # Raised by the request or the stored row, never lowered by a later request.
     needed = approvals.needs_approval(job, req.action, req.requires_approval or bool(op and op.requires_approval))
     target = op.target if op is not None else req.target  # the stored row's, once there is one
-    approval = approvals.find_live(job, req.action, req.digest, target, now) if needed and would_dispatch \
+    # The stored row's policy once there is one; this request's (and its runner) at the first begin.
+    policy = op.approval_policy if op is not None else approval_policy.stored(req.policy, principal.name)
+    approval = approvals.find_live(job, req.action, req.digest, target, now, policy) if needed and would_dispatch \
         else None
     denial = approvals.active_denial(op, req.digest) if needed and op is not None and approval is None else None
     facts = Facts(job.status, job.halt_reason, budget, op_facts(op), needed, approval is not None,

@@ -30,6 +30,7 @@ class BeginRequest:
     reconcile: bool = True
     config: GateConfig = GateConfig()
     fields: dict | None = None  # per-top-level-field digests (gate/mismatch.py)
+    policy: dict | None = None  # the approval policy's rule, normalized (approvals/policy.py)
 
     @cached_property
     def summary(self):

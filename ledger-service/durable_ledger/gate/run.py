@@ -10,6 +10,7 @@ import time
 from dataclasses import replace
 
 from .. import store
+from ..approvals import policy as approval_policy
 from ..approvals import rules as approvals
 from ..jobs.serialize import iso
 from ..kernel import states as S
@@ -41,12 +42,13 @@ LOST_RACE = object()
 # Refusals raised before the decision table (the request does not fit the stored operation or the
 # lease): recorded on the job's timeline, as the table's own refusals are.
 RECORDED = (DigestMismatch, ActionMismatch, TargetMismatch, JobMismatch, StaleFencingToken, FencingTokenNotIssued,
-            LeaseLost)
+            LeaseLost, approval_policy.ApprovalPolicyChanged)
 
 
 def request(job_id, action, fencing_token, payload=MISSING, request_hash=None, operation_key=None, target=None,
-            requires_approval=False, reconcile=True, config=None):
-    """A `BeginRequest`, with the one digest approvals and the publishing proxy bind to."""
+            requires_approval=False, reconcile=True, config=None, approval_policy=None):
+    """A `BeginRequest`, with the one digest approvals and the publishing proxy bind to. A step
+    with an approval policy needs an approval."""
     if payload is MISSING and not request_hash:
         raise ValidationFailed("send 'payload' (digested by the ledger) or 'request_hash'", {"field": "payload"})
     digest = request_digest(payload) if payload is not MISSING else request_hash
@@ -55,9 +57,14 @@ def request(job_id, action, fencing_token, payload=MISSING, request_hash=None, o
         # release payload B.
         raise DigestMismatch("request_hash is not the digest of the payload sent; send one of them, or both agreeing",
                              {"field": "request_hash", "given": request_hash, "computed": digest})
+    rule = approval_policy_of(approval_policy)
     return BeginRequest(job_id, action, fencing_token, digest, payload, operation_key, target,
-                        bool(requires_approval), reconcile, config or GateConfig(),
-                        field_digests(payload) if payload is not MISSING else None)
+                        bool(requires_approval) or rule is not None, reconcile, config or GateConfig(),
+                        field_digests(payload) if payload is not MISSING else None, rule)
+
+
+def approval_policy_of(body):
+    return approval_policy.normalize(body)
 
 
 def begin(principal, job_id, action, fencing_token, **fields):
@@ -155,7 +162,7 @@ def _new_op(principal, req, loaded, now, requires_approval=True):
     max_attempts = stored_budgets(job).get("max_attempts") or req.config.default_max_attempts
     return NewOp(principal.tenant, loaded.key, job.id, job.task_version, req.action, req.digest, req.fencing_token,
                  req.target, requires_approval, max_attempts, principal.actor,
-                 req.summary, now, fields=req.fields)
+                 req.summary, now, fields=req.fields, policy=approval_policy.stored(req.policy, principal.name))
 
 
 def _spend(principal, job, req, approval):

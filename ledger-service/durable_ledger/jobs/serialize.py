@@ -100,5 +100,6 @@ def approval_dict(a):
     return {"id": a.id, "job_id": a.job.job_id, "task_version": a.task_version, "action": a.action,
             "content_digest": a.content_digest, "target": a.target, "policy_hash": a.policy_hash,
             "expires_at": iso(a.expires_at), "approved_by": a.approved_by, "note": a.note,
+            "approver": a.approver_name or (a.approved_by or "").split(":", 1)[-1], "door": a.door,
             "created_at": iso(a.created_at), "revoked_at": iso(a.revoked_at), "revoked_by": a.revoked_by,
             "used_at": iso(a.used_at), "live": a.revoked_at is None and a.expires_at > time.time()}

@@ -101,6 +101,15 @@ class LeaseReleaseSchema(Strict):
     fencing_token = f.fencing_token()
 
 
+class ApprovalPolicySchema(Strict):
+    """Who may approve the step and how many (approvals/policy.py): N distinct approvers, among
+    the named approvers or groups (both empty: any approver of the tenant)."""
+    approvals_needed = f.integer(1, 10, load_default=1)
+    approvers = fields.List(f.text(1, 128), load_default=list, validate=validate.Length(max=50))
+    groups = fields.List(f.text(1, 128), load_default=list, validate=validate.Length(max=50))
+    requester_may_approve = fields.Boolean(load_default=True)
+
+
 class BeginSchema(Strict):
     """The gate's question. `payload` (digested by the ledger) or `request_hash` is required
     (gate/run.py; the document says it with anyOf)."""
@@ -113,6 +122,8 @@ class BeginSchema(Strict):
     operation_key = f.operation_key(load_default=None, allow_none=True)
     target = f.target(load_default=None, allow_none=True)
     requires_approval = fields.Boolean(load_default=False)
+    # Implies requires_approval; stored at the first begin, another one later is 409.
+    approval_policy = fields.Nested(ApprovalPolicySchema, load_default=None, allow_none=True)
 
 
 class ConfirmSchema(Strict):
@@ -232,6 +243,8 @@ class WaitSchema(Strict):
         r"^[A-Za-z0-9_.:-]{1,64}$", error="must be 1-64 of A-Z a-z 0-9 _ . : -"))
     workflow_id = fields.String(load_default=None, allow_none=True, validate=validate.Regexp(
         r"^[A-Za-z0-9_.:-]{1,64}$", error="must be 1-64 of A-Z a-z 0-9 _ . : -"))
+    # How long the request's console links work (approvals/request_links.py): 60 s .. 30 days.
+    link_expires_in_s = f.integer(60, 30 * 86400, load_default=72 * 3600)
 
 
 class ApproveOperationSchema(Strict):

@@ -29,6 +29,7 @@ class Config:
     approval_ttl_s: float = 24 * 3600  # default expiry of an approval given in the console
     console_session_ttl_s: float = 12 * 3600  # a console sign-in ends this long after it began
     n8n_url: str = ""  # base URL of the n8n editor, for links to executions on the job timeline
+    public_url: str = ""  # the console's public base URL for approval links; empty: the request's host
     # Size limits (bytes). A JSON body is refused whole above max_body_bytes (413); receipts and
     # error objects, and a checkpoint's body, are measured as canonical JSON (422).
     max_body_bytes: int = 2 * 1024 * 1024
@@ -67,6 +68,7 @@ class Config:
             reconcile_http=env.get("DURABLE_RECONCILE_HTTP", ""),
             reconcile_claim_s=float(env.get("DURABLE_RECONCILE_CLAIM_S", "60")),
             secret_key=env.get("DURABLE_SECRET_KEY", ""),
+            public_url=env.get("DURABLE_PUBLIC_URL", "").rstrip("/"),
             approval_ttl_s=float(env.get("DURABLE_APPROVAL_TTL_S", 24 * 3600)),
             console_session_ttl_s=float(env.get("DURABLE_CONSOLE_SESSION_TTL_S", cls.console_session_ttl_s)),
             n8n_url=env.get("DURABLE_N8N_URL", "").rstrip("/"),

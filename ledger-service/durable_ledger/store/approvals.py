@@ -18,12 +18,13 @@ def _binding(op):
 # ---------------------------------------------------------------------- approvals
 
 def add_approval(tenant, job_pk, task_version, action, content_digest, target, policy_hash, expires_at,
-                 approved_by, note, created_at):
+                 approved_by, note, created_at, approver_name=None, approver_groups=None, door=None):
     """The new approval row."""
     return Approval.create(
         tenant=tenant, job=job_pk, task_version=task_version, action=action, content_digest=content_digest,
         target=target, policy_hash=policy_hash, expires_at=expires_at, approved_by=approved_by, note=note,
-        created_at=created_at)
+        created_at=created_at, approver_name=approver_name,
+        approver_groups=",".join(sorted(approver_groups)) if approver_groups else None, door=door)
 
 
 def approval_of_tenant(tenant, approval_pk):
@@ -64,6 +65,25 @@ def live_approval_for(op, now):
     return Approval.select().where(*_binding(op), Approval.expires_at > now).order_by(Approval.id.desc()).first()
 
 
+def live_approvals_for(op, now):
+    """Every unrevoked, unexpired approval of what ``op`` would send, oldest first (a list)."""
+    return list(Approval.select().where(*_binding(op), Approval.expires_at > now).order_by(Approval.id))
+
+
+def approvals_for(op):
+    """Every approval of what ``op`` would send, revoked and expired too, oldest first (a list)."""
+    return list(Approval.select().where(
+        Approval.job == op.job_id, Approval.task_version == op.task_version, Approval.action == op.action,
+        Approval.content_digest == op.request_hash, Approval.target == (op.target or "")).order_by(Approval.id))
+
+
+def denials_for(op):
+    """Every denial of ``op``'s request digest, lifted too, oldest first (a list)."""
+    return list(ApprovalDenial.select().where(ApprovalDenial.operation == op.id,
+                                              ApprovalDenial.content_digest == op.request_hash)
+                .order_by(ApprovalDenial.id))
+
+
 def has_live_approval(op, now):
     """Whether an unrevoked, unexpired approval of what ``op`` would send exists."""
     return Approval.select().where(*_binding(op), Approval.expires_at > now).exists()
@@ -89,10 +109,10 @@ def standing_denial(op_pk, digest):
             .order_by(ApprovalDenial.id.desc()).first())
 
 
-def add_denial(tenant, op, reason, denied_by, now):
+def add_denial(tenant, op, reason, denied_by, now, door=None):
     """The new denial row of ``op``'s request digest."""
     return ApprovalDenial.create(tenant=tenant, operation=op.id, job=op.job_id, content_digest=op.request_hash,
-                                 reason=reason, denied_by=denied_by, created_at=now)
+                                 reason=reason, denied_by=denied_by, created_at=now, door=door)
 
 
 def lift_denials(op, actor, now):

@@ -48,6 +48,7 @@ class ApiToken(BaseModel):
     sites = TextField(null=True)  # comma-separated site profiles; NULL = every site
     created_at = DoubleField()
     revoked_at = DoubleField(null=True)
+    groups = TextField(null=True)  # comma-separated approver groups (m0009); NULL = none
 
 
 class Job(BaseModel):
@@ -116,6 +117,9 @@ class Operation(BaseModel):
     field_digests = JSONText(null=True)  # {top-level field: short digest} of the first payload (m0006)
     created_at = DoubleField()
     updated_at = DoubleField()
+    # Who may approve and how many (approvals/policy.py), fixed at the first begin (m0009); None:
+    # one approval by any approver of the tenant.
+    approval_policy = JSONText(null=True)
 
     class Meta:
         indexes = (
@@ -188,6 +192,12 @@ class Approval(BaseModel):
     revoked_at = DoubleField(null=True)
     revoked_by = CharField(max_length=255, null=True)
     used_at = DoubleField(null=True)
+    # The approver as a policy sees them (m0009): the token's name and groups when it decided,
+    # and the door it came through (console | link | api). None on older rows: the name is
+    # approved_by's, without groups.
+    approver_name = CharField(max_length=128, null=True)
+    approver_groups = TextField(null=True)
+    door = CharField(max_length=16, null=True)
 
     class Meta:
         indexes = ((("job", "task_version", "action"), False),)
@@ -207,6 +217,7 @@ class ApprovalDenial(BaseModel):
     created_at = DoubleField()
     lifted_at = DoubleField(null=True)
     lifted_by = CharField(max_length=255, null=True)
+    door = CharField(max_length=16, null=True)  # console | link | api (m0009)
 
     class Meta:
         indexes = ((("operation", "content_digest"), False),)

@@ -15,7 +15,7 @@ _JOB_FIELDS = [Job._meta.columns[c] for c in JOB_COLS]
 _OP_FIELDS = [Operation._meta.columns[c] for c in OP_COLS]
 INSERT_COLS = ["tenant", "operation_key", "job_id", "task_version", "action", "request_hash", "state", "attempt",
                "max_attempts", "fencing_token", "target", "requires_approval", "request_summary",
-               "reconcile_attempts", "created_at", "updated_at", "dispatched_by", "field_digests"]
+               "reconcile_attempts", "created_at", "updated_at", "dispatched_by", "field_digests", "approval_policy"]
 EVENT_COLS = "operation_id, job_id, from_state, to_state, actor, fencing_token, detail, created_at"
 
 
@@ -47,12 +47,14 @@ class NewOp:
     now: float
     dispatched_by: str | None = None  # the n8n execution of the claim (a PREPARED row has none)
     fields: dict | None = None  # per-top-level-field digests (gate/mismatch.py)
+    policy: dict | None = None  # the approval policy (approvals/policy.py), stored with the row
 
     def values(self, state):
         return [self.tenant, self.key, self.job_pk, self.task_version, self.action, self.digest, state, 1,
                 self.max_attempts, self.token, self.target, bool(self.requires_approval),
                 json_codec.db_value(self.summary), 0, self.now, self.now,
-                self.dispatched_by if state == "SENT" else None, json_codec.db_value(self.fields)]
+                self.dispatched_by if state == "SENT" else None, json_codec.db_value(self.fields),
+                json_codec.db_value(self.policy)]
 
     def model(self, op_id, state):
         return _built(Operation, dict(
@@ -61,7 +63,8 @@ class NewOp:
             retryable=None, fencing_token=self.token, target=self.target, requires_approval=bool(self.requires_approval),
             remote_id=None, receipt=None, last_error=None, request_summary=self.summary, reconcile_attempts=0,
             reconciling_until=None, evidence=None, created_at=self.now, updated_at=self.now,
-            dispatched_by=self.dispatched_by if state == "SENT" else None, field_digests=self.fields))
+            dispatched_by=self.dispatched_by if state == "SENT" else None, field_digests=self.fields,
+            approval_policy=self.policy))
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 from .models import ApiToken
 
 
-def insert_token(tenant, role, name, sites, token_hash, created_at):
+def insert_token(tenant, role, name, sites, token_hash, created_at, groups=None):
     """Stores a token; a hash already stored is left as it is (returns nothing either way)."""
     ApiToken.insert(
         tenant=tenant,
@@ -12,6 +12,7 @@ def insert_token(tenant, role, name, sites, token_hash, created_at):
         sites=sites,
         token_hash=token_hash,
         created_at=created_at,
+        groups=groups,
     ).on_conflict_ignore().execute()
 
 

@@ -47,11 +47,12 @@ from . import (
     m0006_operation_field_digests,
     m0007_no_redundant_job_indexes,
     m0008_lease_liveness,
+    m0009_approval_policy,
 )
 
 MIGRATIONS = [m0001_baseline, m0002_approval_denials_and_waits, m0003_unambiguous_key_lookups,
               m0004_attempt_dispatcher, m0005_console_sessions, m0006_operation_field_digests,
-              m0007_no_redundant_job_indexes, m0008_lease_liveness]
+              m0007_no_redundant_job_indexes, m0008_lease_liveness, m0009_approval_policy]
 HEAD = MIGRATIONS[-1].VERSION
 _PG_LOCK_KEY = 0x6475726C  # "durl": one advisory lock for schema work
 
