@@ -50,7 +50,7 @@ def cmd_token_create(args, cfg):
     create_schema()
     with db.connection_context():
         sites = [s for s in (args.sites or "").split(",") if s] or None
-        print(create_token(args.tenant, args.role, name=args.name, sites=sites))
+        print(create_token(args.tenant, args.role, name=args.name, sites=sites, groups=args.groups))
 
 
 def cmd_token_revoke(args, cfg):
@@ -256,7 +256,8 @@ def build_parser():
     create = token.add_parser("create", help="create a token and print it (only its hash is stored)")
     create.add_argument("--tenant", required=True)
     create.add_argument("--role", required=True, choices=["runner", "editor", "approver", "admin"])
-    create.add_argument("--name")
+    create.add_argument("--name", help="the actor's name (an approval policy names approvers by it)")
+    create.add_argument("--groups", help="comma-separated groups an approval policy may name (approvers)")
     create.add_argument("--sites", help="comma-separated WordPress site profiles this token may use (default: all)")
     create.set_defaults(func=cmd_token_create)
     revoke = token.add_parser("revoke", help="revoke a token: its value on stdin (or --file), or --hash PREFIX")

@@ -318,3 +318,46 @@ def test_tokens_carry_a_name_and_groups_and_old_bootstrap_forms_still_load(datab
     assert rows[hash_token("t-named")].groups == "editors,legal"
     with pytest.raises(ValueError):
         load_bootstrap_tokens("acme:approver:t:*:n:g:extra")
+
+
+def test_who_decided_is_on_the_timeline_the_review_item_and_the_pending_list(app, client, tok, people):
+    key, digest = halted(client, tok)
+    assert approve(client, people["bob"], key, digest).status_code == 201
+    pending = client.get("/v1/approvals/pending", headers=people["carol"]).get_json()["pending"]
+    assert [(p["policy"]["approvals"], [d["name"] for d in p["decided_by"]]) for p in pending] == [(1, ["bob"])]
+    page, csrf = sign_in(app, "carol-token")
+    html = page.get(f"/console/approvals/{quote(key, safe='')}").get_data(as_text=True)
+    shown = re.search(r'name="shown" value="([^"]+)"', html).group(1)
+    assert page.post(f"/console/approvals/{quote(key, safe='')}/approve",
+                     data={"digest": digest, "csrf": csrf, "shown": shown}).status_code == 302
+    sent = begin(client, tok).get_json()
+    assert sent["decision"] == "dispatch"
+    r = client.post(url(key, "unknown"), headers=auth("runner-alice-token"), json={"fencing_token": tok})
+    assert r.status_code == 200, r.get_json()
+    item = client.get(f"/v1/reviews/{quote(key, safe='')}", headers=auth("editor-token")).get_json()
+    assert [(d["name"], d["decision"], d["door"]) for d in item["decided_by"]] == \
+        [("bob", "approved", "api"), ("carol", "approved", "console")]
+    editor, _ = sign_in(app, "editor-token")
+    assert "carol</strong> approved" in editor.get(f"/console/review/item/{quote(key, safe='')}").get_data(as_text=True)
+    timeline = page.get("/console/jobs/j1").get_data(as_text=True)
+    assert "approval granted for send_newsletter by bob (api)" in timeline
+    assert "by carol (console)" in timeline and "(2 of 2)" in timeline
+
+
+def test_token_create_takes_name_and_groups(database, tmp_path):
+    import json
+    import subprocess
+    import sys
+    env = {"DURABLE_DATABASE_URL": database, "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([sys.executable, "-m", "durable_ledger.cli", "token", "create", "--tenant", "acme", "--role",
+                          "approver", "--name", "gina", "--groups", "legal,editors"], env=env, capture_output=True,
+                         text=True, check=True)
+    raw = out.stdout.strip()
+    listed = subprocess.run([sys.executable, "-m", "durable_ledger.cli", "token", "list", "--tenant", "acme"], env=env,
+                            capture_output=True, text=True, check=True).stdout
+    assert raw.startswith("dl_") and raw not in listed
+    from durable_ledger.auth import authenticate
+    with db.connection_context():
+        who = authenticate(raw)
+    assert (who.name, who.groups) == ("gina", frozenset({"legal", "editors"}))
+    assert [json.loads(line)["groups"] for line in listed.splitlines()] == ["editors,legal"]

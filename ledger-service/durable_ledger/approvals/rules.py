@@ -10,7 +10,7 @@ import time
 from datetime import datetime, timezone
 
 from ..jobs.jobs import get_job
-from ..jobs.serialize import iso
+from ..jobs import serialize
 from ..kernel.errors import NotFound, ValidationFailed
 from ..store import approvals as store_approvals
 from ..store.audit import audit
@@ -117,16 +117,8 @@ def status_of(op, now=None):
 
 
 def decided_by(op):
-    """Who decided on what ``op`` sends: [{name, decision, at, door}], oldest first. Every recorded
-    approval and denial of its digest (revoked, lifted or expired ones too: who said what, when)."""
-    out = []
-    for a in store_approvals.approvals_for(op):
-        out.append((a.created_at, {"name": approval_policy.approver_of(a)[0], "decision": "approved",
-                                   "at": iso(a.created_at), "door": a.door}))
-    for d in store_approvals.denials_for(op):
-        out.append((d.created_at, {"name": (d.denied_by or "").split(":", 1)[-1], "decision": "denied",
-                                   "at": iso(d.created_at), "door": d.door}))
-    return [entry for _, entry in sorted(out, key=lambda e: e[0])]
+    """Who decided on what ``op`` sends: [{name, decision, at, door}], oldest first."""
+    return serialize.decided_by(store_approvals.approvals_for(op), store_approvals.denials_for(op))
 
 
 def policy_view(op, now=None):

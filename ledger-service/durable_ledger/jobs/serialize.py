@@ -103,3 +103,14 @@ def approval_dict(a):
             "approver": a.approver_name or (a.approved_by or "").split(":", 1)[-1], "door": a.door,
             "created_at": iso(a.created_at), "revoked_at": iso(a.revoked_at), "revoked_by": a.revoked_by,
             "used_at": iso(a.used_at), "live": a.revoked_at is None and a.expires_at > time.time()}
+
+
+def decided_by(approvals, denials):
+    """Who decided on an operation's request: [{name, decision, at, door}], oldest first, from its
+    approval and denial rows (revoked, lifted and expired ones too: who said what, when). ``door``
+    (console, link, api) is None on rows recorded before m0009."""
+    out = [(a.created_at, {"name": a.approver_name or (a.approved_by or "").split(":", 1)[-1], "decision": "approved",
+                           "at": iso(a.created_at), "door": a.door}) for a in approvals]
+    out += [(d.created_at, {"name": (d.denied_by or "").split(":", 1)[-1], "decision": "denied",
+                            "at": iso(d.created_at), "door": d.door}) for d in denials]
+    return [entry for _, entry in sorted(out, key=lambda e: e[0])]

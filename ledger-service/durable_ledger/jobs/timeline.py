@@ -69,10 +69,10 @@ _AUDIT_TEXT = {
     "lease_acquired": ("lease acquired by {owner}: fencing token {fencing_token}", "lease"),
     "lease_taken_over": ("lease taken over by {owner} from {previous_owner}: fencing token {fencing_token}", "lease"),
     "version_bumped": ("task version {from} → {to}", "job"),
-    "approval_granted": ("approval granted for {action}, expires {expires_iso}", "approval"),
+    "approval_granted": ("approval granted for {action}{by_door}, expires {expires_iso}{progress}", "approval"),
     "approval_used": ("approval used: {action} dispatched", "approval"),
     "approval_revoked": ("approval revoked", "approval"),
-    "approval_denied": ("approval denied: {reason}", "denied"),
+    "approval_denied": ("approval denied{by_door}: {reason}", "denied"),
     "review_resolved": ("review resolved: {decision}", "review"),
     "receipt_reused": ("receipt reused: not repeated, remote id {remote_id}", "reuse"),
     "receipt_kept": ("receipt of a fenced-out execution kept as evidence, not as the outcome: remote id {remote_id}",
@@ -95,6 +95,10 @@ def _audit_text(row):
     text, kind = _AUDIT_TEXT.get(row.action, (row.action.replace("_", " "), "job"))
     if "expires_at" in d and isinstance(d["expires_at"], (int, float)):
         d["expires_iso"] = iso(d["expires_at"])
+    # Who decided and through which door (console, one-tap link, API); rows before m0009 have neither.
+    d["by_door"] = (f" by {d['by']}" + (f" ({d['door']})" if d.get("door") else "")) if d.get("by") else ""
+    d["progress"] = f" ({d['approvals']} of {d['approvals_needed']})" \
+        if isinstance(d.get("approvals_needed"), int) and d["approvals_needed"] > 1 else ""
 
     class _Blank(dict):
         def __missing__(self, k):

@@ -11,10 +11,11 @@ import time
 from .. import store
 from ..jobs import evidence as said
 from ..jobs.operations import get_operation
-from ..jobs.serialize import iso
+from ..jobs.serialize import decided_by, iso
 from ..kernel import states as S
 from ..kernel.errors import InvalidTransition, ValidationFailed
 from ..kernel.secrets import redact
+from ..store import approvals as store_approvals
 from ..store import reviews as review_store
 from ..store.audit import audit
 from ..store.db import write_txn
@@ -93,6 +94,8 @@ def review_queue(tenant, job_id=None, limit=200):
 def review_item(tenant, key):
     op = get_operation(tenant, key)
     item = _item(op, op.job.job_id)
+    item["decided_by"] = decided_by(store_approvals.approvals_for(op), store_approvals.denials_for(op)) \
+        if op.requires_approval else []  # who approved what was sent
     item["events"] = [{"from": e.from_state, "to": e.to_state, "actor": e.actor, "detail": redact(e.detail),
                        "at": iso(e.created_at)}
                       for e in store.operation_events(op.id)]
