@@ -100,8 +100,10 @@ doveadm_api_key = {api_key}
 
 
 class MailServer:
-    def __init__(self, workdir: Path | None = None):
+    def __init__(self, workdir: Path | None = None, domain: str = DOMAIN):
+        """``domain``: the only recipient domain SMTP accepts (the orders sample's customers by default)."""
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="durable-mail-"))
+        self.domain = domain
         self.procs: list[subprocess.Popen] = []
         self.state: dict = {}
 
@@ -128,10 +130,10 @@ class MailServer:
                                                start_new_session=True))
             self.procs.append(subprocess.Popen(
                 [sys.executable, str(Path(__file__).resolve()), "smtp", "--port", str(smtp_port), "--maildir",
-                 str(maildir)], stdout=log, stderr=log, start_new_session=True))
+                 str(maildir), "--domain", self.domain], stdout=log, stderr=log, start_new_session=True))
         self.state = {"workdir": str(w), "maildir": str(maildir), "smtp_port": smtp_port, "imap_port": imap_port,
                       "doveadm_url": f"http://127.0.0.1:{http_port}/doveadm/v1", "api_key": api_key,
-                      "user": IMAP_USER, "password": password, "domain": DOMAIN,
+                      "user": IMAP_USER, "password": password, "domain": self.domain,
                       "pids": [p.pid for p in self.procs]}
         deadline = time.monotonic() + 30
         while True:
@@ -196,6 +198,20 @@ class MailServer:
                 out.append(msg[0][1].decode().split(":", 1)[1].strip())
             return out
 
+    def imap_messages(self) -> list:
+        """Every message of the catch-all INBOX as received (email.message.EmailMessage), oldest first."""
+        from email import message_from_bytes, policy
+
+        with imaplib.IMAP4("127.0.0.1", self.state["imap_port"]) as imap:
+            imap.login(self.state["user"], self.state["password"])
+            imap.select("INBOX", readonly=True)
+            _t, data = imap.search(None, "ALL")
+            out = []
+            for num in data[0].split():
+                _t, msg = imap.fetch(num, "(BODY.PEEK[])")
+                out.append(message_from_bytes(msg[0][1], policy=policy.default))
+            return out
+
     def doveadm_search(self, *query: str) -> list:
         """What the workflow's Look Up asks: doveadm `search` over the HTTP API."""
         body = [["search", {"user": self.state["user"], "query": ["mailbox", "INBOX", *query]}, "t"]]
@@ -211,7 +227,7 @@ class MailServer:
 
 # -------------------------------------------------------------------- the SMTP server process
 
-def run_smtp(port: int, maildir: str):
+def run_smtp(port: int, maildir: str, domain: str = DOMAIN):
     import mailbox
     from email import message_from_bytes, policy
 
@@ -221,7 +237,7 @@ def run_smtp(port: int, maildir: str):
 
     class Deliver:
         async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
-            if not address.lower().endswith("@" + DOMAIN):
+            if not address.lower().endswith("@" + domain):
                 return "550 5.1.1 not a local recipient"
             envelope.rcpt_tos.append(address)
             return "250 OK"
@@ -249,9 +265,10 @@ def main():
     s = sub.add_parser("smtp")
     s.add_argument("--port", type=int, required=True)
     s.add_argument("--maildir", required=True)
+    s.add_argument("--domain", default=DOMAIN)
     args = ap.parse_args()
     if args.cmd == "smtp":
-        run_smtp(args.port, args.maildir)
+        run_smtp(args.port, args.maildir, args.domain)
 
 
 if __name__ == "__main__":

@@ -41,6 +41,13 @@ TENANT = "demo"
 SITE = "default"
 CRED_LEDGER = {"id": "durableLedgerCred", "name": "Durable Ledger"}
 CRED_OPENAI = {"id": "openAiCred", "name": "OpenAI"}
+CRED_MAIL = {"id": "approvalMailCred", "name": "Approval Mail"}
+# Where the workflow's Send Approval Request node sends (Config `approvers_email`); a stack with a
+# mail server (stack/mail_stack.py, started with this domain) receives it.
+MAIL_DOMAIN = "newsroom.test"
+# SMTP with no mail server: the discard port, where nothing listens here. Send Approval Request
+# continues on error, so the run still parks and the approval is still on the console.
+NO_SMTP_PORT = 9
 
 
 def node_path() -> str:
@@ -110,6 +117,9 @@ class PipelineStack:
         # response-dropping TCP proxy here (tests/support/netfaults.py).
         self.wp_url_for_proxy: str | None = None
         self._ledger_spec: tuple | None = None
+        # A running stack/mail_stack.py MailServer's state (set before start()): the SMTP credential
+        # points at it; without one, at a port where nothing listens.
+        self.mail: dict | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -231,6 +241,7 @@ class PipelineStack:
         creds = [
             {**CRED_LEDGER, "type": "durableLedgerApi", "data": {"baseUrl": self.ledger_for_n8n, "token": self.tokens["runner"]}},
             self.openai_credential(),
+            self.mail_credential(),
         ]
         path = self.n8n_folder / "credentials.json"
         path.write_text(json.dumps(creds))
@@ -243,6 +254,13 @@ class PipelineStack:
         """The credential `openAiCred`: the pipeline's Gated HTTP Request nodes authenticate with the
         package's own credential (bearer)."""
         return {**CRED_OPENAI, "type": "durableHttpAuthApi", "data": {"kind": "bearer", "token": "standin-key"}}
+
+    def mail_credential(self) -> dict:
+        """The credential `approvalMailCred` (n8n's SMTP): Send Approval Request mails the approvers."""
+        port = self.mail["smtp_port"] if self.mail else NO_SMTP_PORT
+        return {**CRED_MAIL, "type": "smtp",
+                "data": {"host": "127.0.0.1", "port": port, "secure": False, "disableStartTls": True,
+                         "user": "", "password": "", "hostName": f"n8n.{MAIL_DOMAIN}"}}
 
     @property
     def ledger_for_n8n(self) -> str:

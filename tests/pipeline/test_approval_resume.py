@@ -11,6 +11,8 @@ The execution is started by `n8n execute` (the shipped workflow as it is, Manual
 parks; a long-running `n8n start` on the same n8n database receives the resume call. n8n runs
 on a throwaway PostgreSQL database because two n8n processes share it (SQLite is one process's).
 Counted in WordPress (published posts of the job) and in n8n's own execution table.
+Between Wait for Approval and the Wait node the shipped workflow mails the approval request (Send
+Approval Request, n8n's Send Email) to a real mailbox (stack/mail_stack.py: SMTP in, IMAP out).
 """
 from __future__ import annotations
 
@@ -23,12 +25,14 @@ from urllib.parse import quote
 
 import pytest
 import requests
+import approval_mail
 from conftest import REPO
-from pipeline_stack import HERE as STACK, PipelineStack, Service, free_port, outputs_of, wait_http
+from mail_stack import MailServer
+from pipeline_stack import HERE as STACK, MAIL_DOMAIN, PipelineStack, Service, free_port, outputs_of, wait_http
 from support.n8n_editor import Editor
 from localhost import psql
 
-JOBS = ("rs-approve", "rs-deny", "rs-down")
+JOBS = ("rs-approve", "rs-deny", "rs-down", "rs-email")
 
 
 class ResumeStack(PipelineStack):
@@ -120,13 +124,18 @@ def rstack(wordpress_site, tmp_path_factory):
     psql(f"CREATE DATABASE {pg_database}")
     st = ResumeStack(tmp_path_factory.mktemp("resume"), wp_state=Path(wordpress_site.state_file),
                      say=lambda m: print(f"[resume] {m}"), pg_database=pg_database)
+    # The approvers' mailbox: Send Approval Request mails editors@newsroom.test over SMTP.
+    mail = MailServer(domain=MAIL_DOMAIN)
+    st.mailbox = mail
     try:
+        st.mail = mail.start()
         st.start()
         st.import_workflows([st.workflow(workflow_id(j), j, proxy_url=st.proxy_url) for j in JOBS])
         st.boot_s = st.start_n8n_server()
         yield st
     finally:
         st.stop()
+        mail.stop()
         psql(f"DROP DATABASE IF EXISTS {pg_database} WITH (FORCE)")
 
 
@@ -212,6 +221,55 @@ def test_n8n_down_at_approval_time_is_resumed_once_when_back(rstack):
           f"delivered on attempt {wait['delivery']['attempts']}")
 
 
+def test_the_request_reaches_the_mailbox_and_the_approver_publishes_from_its_link(rstack, tmp_path):
+    """Issue 38: Wait for Approval -> Send Approval Request (n8n's Send Email, SMTP) -> Wait. The
+    message is read from the mailbox over IMAP; a mail scanner fetching every link of it without a
+    session decides nothing; the approver follows the link in Chromium, signs in, approves on the
+    decision page, and the waiting execution publishes once."""
+    st, job_id = rstack, "rs-email"
+    execution = run_to_approval_wait(st, job_id)
+    op = st.publish_op(job_id)
+    (msg,) = [m for m in st.mailbox.imap_messages() if job_id in str(m["Subject"])]
+    assert msg["To"] == f"editors@{MAIL_DOMAIN}" and str(msg["Subject"]).startswith("Approval needed: ")
+    text, body = approval_mail.parts(msg)
+    urls = approval_mail.links(msg)
+    decision = [u for u in urls if "/console/a/" in u and "intent=" not in u]
+    assert decision and all(u.startswith(st.ledger_url + "/console/a/") for u in decision), urls
+    link = decision[0]
+    assert text.rstrip().endswith(link) and op["request_hash"][:12] in text + body
+    approval_mail.render(msg, tmp_path / "approval-email.png", tmp_path)
+
+    # A mail scanner (or a link preview) fetches every link of the message, with no session.
+    for url in urls:
+        if url.startswith(st.ledger_url):
+            r = requests.get(url, timeout=30, allow_redirects=True)
+            assert r.status_code < 500, (url, r.status_code)
+    time.sleep(2)  # a decision would have resumed the execution by now (the deliverer retries every 0.5 s)
+    assert st.wordpress_counts(job_id)["published"] == 0
+    assert st.waits(job_id)[0]["delivery"] is None, "nothing was decided, so nothing resumed"
+    assert st.executions(workflow_id(job_id))[0]["status"] == "waiting"
+    key = quote(op["operation_key"], safe="")
+    approvals = st.ledger("GET", f"/v1/operations/{key}/approvals", role="editor")
+    assert (approvals["decided_by"], approvals["approvals"]) == ([], []), approvals
+
+    t0 = time.monotonic()
+    page = approval_mail.approve_from_link(link, st.tokens["approver"], tmp_path, tmp_path / "decision-page.png")
+    assert "approved" in page.lower(), page[:500]
+    done = st.wait_status(workflow_id(job_id), execution["id"], ("success", "error", "crashed"))
+    resumed_s = round(time.monotonic() - t0, 1)
+    assert done["status"] == "success", st.execution_data(execution["id"])[-2000:]
+    wp = st.wordpress_counts(job_id)
+    assert (wp["posts"], wp["published"]) == (1, 1), wp
+    assert len(st.executions(workflow_id(job_id))) == 1
+    (who,) = st.ledger("GET", f"/v1/operations/{key}/approvals", role="editor")["decided_by"]
+    assert who["decision"] == "approved" and who["door"] in ("link", "console"), who
+    # Publish, resumed, carries who decided on its item (durable.decided_by, from the resume call).
+    data = st.execution_data(execution["id"])
+    assert "decided_by" in data and who["name"] in data
+    print(f"\nDURABLE_RESUME email: {len(urls)} links in the message, prefetched without effect; "
+          f"approved by {who['name']} through {who['door']}, published {resumed_s} s after the approver opened the link")
+
+
 def _editor_screenshot(st, tmp_path, file_name, must_show, window="1600,900", focus=None, below=60):
     """The n8n editor with the shipped workflow at fit-to-window, in Debian's headless Chromium;
     with `focus` (node names) only the part of the canvas around those nodes (a large window, so
@@ -226,7 +284,7 @@ def _editor_screenshot(st, tmp_path, file_name, must_show, window="1600,900", fo
 
 def test_zz_editor_shows_the_approval_loop(rstack, tmp_path):
     """docs/img/n8n-approval-wait.png: the approval loop only, legible (not the whole pipeline)."""
-    loop = ("Publish", "Wait for Approval", "Wait: Approver Decides", "Checkpoint: Published")
+    loop = ("Publish", "Wait for Approval", "Send Approval Request", "Wait: Approver Decides", "Checkpoint: Published")
     # The edge from the Wait node back into Publish runs under the nodes: a deeper margin below.
     _editor_screenshot(rstack, tmp_path, "n8n-approval-wait.png", loop, window="3200,1800", focus=loop, below=110)
 
