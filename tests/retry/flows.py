@@ -3,9 +3,11 @@ the business id (`order_id`, also the ledger's job id):
 
     plain   Webhook -> Create Order (HTTP Request)
     begin   Webhook -> Start Job -> Begin Step -> Create Order (HTTP Request, error output)
-                                                   -> Record Outcome          (node 1.2 defaults)
-    gated   Webhook -> Start Job -> Create Order (Durable Step 1.2, Gated HTTP Request with its
-                                                  built-in Look Up on the remote's by-key route)
+                                                   -> Record Outcome          (node 1.5 defaults)
+    gated   Webhook -> Start Job -> Create Order (Durable Step 1.5, Gated HTTP Request with its
+                                                  built-in Look Up on the remote's by-key route;
+                                                  Done Before Items on their own output, so the
+                                                  table tells Done from Done Before by output)
 
 and, for a remote that dedupes by the Idempotency-Key header (remote.py, dedupe=True):
 
@@ -24,13 +26,13 @@ from pipeline_stack import CRED_LEDGER
 VARIANTS = ("plain", "begin", "gated")
 DEDUPE_VARIANTS = ("gated-bare", "gated-dedupe")
 DURABLE = "n8n-nodes-durable.durableStep"
-GATED_VERSION = 1.2  # the Gated HTTP Request is an operation of node 1.2 (no new version)
+NODE_VERSION = 1.5  # the newest: liveness (1.4), the defaults of a workflow built in the editor (1.5)
 TIMEOUT_MS = 5000  # the side effect's client timeout; the remote's "slow" answer comes after 7 s (a kill
 # scenario holds six answers at once: every one must still be waiting when n8n is killed)
 ORDER_ID = "$('Webhook').item.json.body.order_id"
 
 
-def _durable(name: str, parameters: dict, version: float = 1.2) -> dict:
+def _durable(name: str, parameters: dict, version: float = NODE_VERSION) -> dict:
     return {"name": name, "type": DURABLE, "typeVersion": version, "parameters": parameters,
             "credentials": {"durableLedgerApi": CRED_LEDGER}}
 
@@ -53,13 +55,13 @@ def _gated(remote_url: str, settle: str = "lookUp") -> dict:
     parameters = {
         "operation": "gatedRequest", "action": "create_order", "method": "POST", "url": f"{remote_url}/orders",
         "bodyType": "json", "jsonBody": f"={{{{ {{ order_id: {ORDER_ID} }} }}}}",
-        "gateOptions": {"timeout": TIMEOUT_MS}}
+        "gateOptions": {"timeout": TIMEOUT_MS}, "doneBefore": "separate"}
     if settle == "lookUp":
         parameters.update(lookUp=True, lookUpUrl=f"{remote_url}/orders/by-key/{{operation_key}}",
                           lookUpMatchField="idempotency_key", lookUpEmptyIsAbsent=True)
     elif settle == "dedupe":
         parameters.update(remoteDedupes=True)
-    return _durable("Create Order", parameters, version=GATED_VERSION)
+    return _durable("Create Order", parameters)
 
 
 def workflow(variant: str, wf_id: str, path: str, remote_url: str, *, retry_on_fail: bool = False,

@@ -9,6 +9,7 @@ serves every scenario of a module at once:
 
     ok        201 {"id": "<order>-<n>"} at once
     delay     the same after DELAY_S (widens the window of two concurrent triggers)
+    busy      the same after BUSY_S (a remote that takes 1.5 s to answer a write)
     fail500   committed, then 500 (the client cannot tell it was written)
     slow      committed, then the answer after SLOW_S, past the client's timeout
     hold      committed, then the answer held until `release()` (n8n is killed meanwhile)
@@ -52,6 +53,7 @@ from support.remote_server import serve
 DELAY_S = 0.6
 SLOW_S = 7.0
 LATE_S = 2.5
+BUSY_S = 1.5
 
 
 class RecordingRemote:
@@ -146,6 +148,8 @@ class RecordingRemote:
             time.sleep(SLOW_S)
         elif mode == "delay":
             time.sleep(DELAY_S)
+        elif mode == "busy":
+            time.sleep(BUSY_S)
         done = {"id": remote_id, "order_id": order_id}
         if self.dedupe and key:
             with self._lock:  # completed: from now on a repeat gets this (fail500 too: see above)

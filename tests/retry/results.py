@@ -29,7 +29,8 @@ def record(scenario: str, title: str, variant: str, row: dict):
     rows = [r for r in rows if (r["scenario"], r["variant"]) != (scenario, variant)] + [row]
     rows.sort(key=lambda r: r["scenario"])
     path.write_text(json.dumps(rows, indent=1))
-    path.with_suffix(".md").write_text(table(rows) + "\n" + table(rows, DEDUPE_COLUMNS, dedupe_cell))
+    path.with_suffix(".md").write_text(table(rows) + "\n" + table(rows, DEDUPE_COLUMNS, dedupe_cell) + "\n"
+                                       + same_event_table(rows))
 
 
 def recorded() -> list[dict]:
@@ -62,4 +63,33 @@ def table(rows: list[dict], columns=COLUMNS, render=cell) -> str:
     out = ["| scenario | " + " | ".join(h for _, h in columns) + " |", "|---" * (len(columns) + 1) + "|"]
     for sid, title in scenarios:
         out.append(f"| {title} | " + " | ".join(render(by.get((sid, v))) for v, _ in columns) + " |")
+    return "\n".join(out) + "\n"
+
+
+# the same event many times (test_same_event.py): per case, before (node 1.3) and after (1.5)
+SAME_EVENT_COLUMNS = [(op, lk) for op in ("http", "sub", "begin") for lk in ("bare", "lookup")]
+SAME_EVENT_TITLES = {"http": "Gated HTTP Request", "sub": "Gated Sub-Workflow", "begin": "Begin + Record"}
+
+
+def same_event_cell(before: dict | None, after: dict | None) -> str:
+    def one(row):
+        if row is None:
+            return "(not run)"
+        return (f"{row['writes']} write{'s' if row['writes'] != 1 else ''}, {row['failed']} red, "
+                f"{row['review']} review, wait {row['max_wait_s']:g} s")
+    return f"1.3: {one(before)}<br>1.5: **{one(after)}**"
+
+
+def same_event_table(rows: list[dict]) -> str:
+    by = {(r["scenario"], r["variant"]): r for r in rows if r["scenario"].startswith("s-")}
+    if not by:
+        return ""
+    scenarios = sorted({(r["scenario"], r["title"]) for r in rows if r["scenario"].startswith("s-")},
+                       key=lambda s: (s[0].split("-", 2)[2], int(s[0].split("-")[1])))
+    heads = [f"{SAME_EVENT_TITLES[op]}, Look Up {'on' if lk == 'lookup' else 'off'}" for op, lk in SAME_EVENT_COLUMNS]
+    out = ["| the same webhook | " + " | ".join(heads) + " |", "|---" * (len(heads) + 1) + "|"]
+    for sid, title in scenarios:
+        cells = [same_event_cell(by.get((sid, f"{op}-{lk}-1.3")), by.get((sid, f"{op}-{lk}-1.5")))
+                 for op, lk in SAME_EVENT_COLUMNS]
+        out.append(f"| {title.removeprefix('(s) the same webhook ')} | " + " | ".join(cells) + " |")
     return "\n".join(out) + "\n"

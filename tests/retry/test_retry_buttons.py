@@ -208,24 +208,24 @@ EXPECT |= {
     ("d1-seq", "plain"): E(2, [OK, OK], [None, None], "two orders"),
     ("d1-seq", "begin"): E(1, [OK, OK], [None, None], "the second run: Done Before", ledger="CONFIRMED"),
     ("d1-seq", "gated"): E(1, [OK, OK], [None, None], "the second run: Done Before", ledger="CONFIRMED"),
-    # At the same moment the order of the two executions is a race: asserted as sets.
     ("d3-late", "plain"): E(3, [OK, OK, OK], [None] * 3, "three orders"),
-    ("d3-late", "begin"): E(1, [OK, ERR, OK], [None, "needs_review", None],
-                            "the second run takes the job over and finds the step sent, outcome unknown, no "
-                            "reconciler: review queue for now; the first run's Record Outcome is the attempt's own "
-                            "answer and settles it (Done); the third run: Done Before", ledger="CONFIRMED",
-                            review_candidates=[], people=0),
-    ("d3-late", "gated"): E(1, [OK, ERR, OK], [None, "in_flight_lookup", None],
-                            "the second run takes the job over; its Look Up finds nothing while the first request "
-                            "may still land: in_flight_lookup, nothing sent; the first run's answer is the "
-                            "attempt's own and settles it (Done); the third run: Done Before",
-                            ledger="CONFIRMED", lookups=1, gated_routes=[[1, 0], None, [0, 1]], people=0),
+    # Node 1.5: the first run is live while it writes (Begin Step marks a dispatched step live for
+    # 10 s, the gated node beats every 2.5 s), so the second run's Start Job waits for it instead of
+    # fencing it out, then takes the job over and reads Done Before from the first run's receipt.
+    # (Node 1.2: the second run took over at once: needs_review / in_flight_lookup, red.)
+    ("d3-late", "begin"): E(1, [OK, OK, OK], [None] * 3,
+                            "the second run waits while the first is writing (Begin Step marked the step live), "
+                            "then takes the job over: Done Before from the first run's receipt; the third run: Done "
+                            "Before; nobody needed", ledger="CONFIRMED", review_candidates=[], people=0),
+    ("d3-late", "gated"): E(1, [OK, OK, OK], [None] * 3,
+                            "the second run waits while the first is writing (its gated node beats), then takes the "
+                            "job over: Done Before from the first run's receipt, no lookup; the third run: Done Before",
+                            ledger="CONFIRMED", lookups=0, gated_routes=[[1, 0], [0, 1], [0, 1]], people=0),
     ("d2-conc", "plain"): {"writes": 2, "what": "two orders"},
-    ("d2-conc", "begin"): {"writes": 1, "refused": {"stale_fencing_token", "needs_review"}, "what": "one execution "
-                          "writes; the other is fenced out (stale_fencing_token: the later Start Job took the job "
-                          "over) or, if it began after the write was sent, stops at needs_review"},
-    ("d2-conc", "gated"): {"writes": 1, "refused": {"stale_fencing_token"}, "what": "one execution writes; the other "
-                          "is fenced out (stale_fencing_token) or gets Done Before"},
+    ("d2-conc", "begin"): {"writes": 1, "executions": [OK, OK], "people": 0, "what": "one execution writes; the "
+                          "other waits for it (live), then Done Before"},
+    ("d2-conc", "gated"): {"writes": 1, "executions": [OK, OK], "people": 0, "what": "one execution writes; the "
+                          "other waits for it (live), then Done Before"},
 }
 # (f) the remote dedupes by Idempotency-Key. Before: the Gated HTTP Request without Look Up, an
 # unknown outcome goes to review. After: Remote Dedupes by Key, the unknown outcome
