@@ -242,7 +242,7 @@ describe('the approval policy in the begin body', () => {
 		assert.equal(none.body.policy.approvals_needed, 1, 'no policy: one approval by any approver');
 	});
 
-	test('the_one_node_operations_send_it_too_and_a_policy_without_requires_approval_is_refused', async () => {
+	test('the_one_node_operations_send_it_too_and_a_policy_makes_the_step_approval_bound', async () => {
 		const jobId = uniqueJob('gpol');
 		const job = await startJob(jobId);
 		const gated = {
@@ -266,12 +266,16 @@ describe('the approval policy in the begin body', () => {
 		assert.equal(calls[0].body.approval_policy.approvals_needed, 3, JSON.stringify(calls[0].body));
 		assert.equal(out.flat()[0].json.durable.reason, 'approval_required');
 
-		const before = (await ledger.api('GET', `/v1/jobs/${encodeURIComponent(jobId)}/operations`)).body.operations.length;
+		// A policy without Requires Approval: the step needs approval all the same (the ledger's rule).
 		const params = beginParams(jobId, job.fencing_token, { action: 'other', beginOptions: {}, approvalPolicy: { approvers: 'alice' } });
-		const refused = runNode({ items: one(), credentials: creds, params });
-		await assert.rejects(refused, (err) => err instanceof workflow.NodeOperationError && /does not require approval/.test(err.message));
-		const afterRefusal = (await ledger.api('GET', `/v1/jobs/${encodeURIComponent(jobId)}/operations`)).body.operations.length;
-		assert.equal(afterRefusal, before, 'nothing begun');
+		const bound = await runNode({ items: one(), credentials: creds, params });
+		assert.equal(bound.calls[0].body.requires_approval, true);
+		assert.deepEqual(bound.calls[0].body.approval_policy, { approvers: ['alice'] });
+		assert.equal(bound.out[2][0].json.durable.reason, 'approval_required');
+		await assert.rejects(
+			runNode({ items: one(), credentials: creds, params: { ...params, action: 'third', approvalPolicy: { approvalsNeeded: 11 } } }),
+			(err) => err instanceof workflow.NodeOperationError && /Approvals Needed/.test(err.message),
+		);
 	});
 });
 

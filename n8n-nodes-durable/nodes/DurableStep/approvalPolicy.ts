@@ -16,7 +16,7 @@ export const approvalPolicyField: INodeProperties = {
 	placeholder: 'Add Rule',
 	default: {},
 	description:
-		'Who may approve this step when Requires Approval is on. Empty: one approval by any approver of the tenant.',
+		'Who may approve this step. A rule here makes the step need approval (as Requires Approval does). Empty: with Requires Approval, one approval by any approver of the tenant.',
 	displayOptions: { show: { operation: BEGIN_OPERATIONS } },
 	options: [
 		{
@@ -63,18 +63,13 @@ function names(value: unknown): string[] {
 }
 
 /**
- * Item i's `approval_policy`, or undefined when the collection is empty. A policy on a step that
- * does not require approval would never be asked for: that is refused here, at the node to fix.
+ * Item i's `approval_policy`, or undefined when the collection is empty. A policy makes the step
+ * approval-bound, as the ledger takes it (`approval_policy` implies `requires_approval`): the
+ * caller sends `requires_approval: true` with it, whatever Requires Approval says.
  */
-export function approvalPolicy(ctx: IExecuteFunctions, i: number, requiresApproval: boolean): IDataObject | undefined {
+export function approvalPolicy(ctx: IExecuteFunctions, i: number): IDataObject | undefined {
 	const set = (ctx.getNodeParameter('approvalPolicy', i, {}) ?? {}) as IDataObject;
 	if (!Object.keys(set).length) return undefined;
-	if (!requiresApproval) {
-		throw new NodeOperationError(ctx.getNode(), 'An Approval Policy is set but the step does not require approval', {
-			itemIndex: i,
-			description: 'Turn on Requires Approval in the options, or remove the Approval Policy rules.',
-		});
-	}
 	const policy: IDataObject = {};
 	if (set.approvalsNeeded !== undefined) {
 		const n = Number(set.approvalsNeeded);

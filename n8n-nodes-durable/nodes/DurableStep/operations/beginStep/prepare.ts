@@ -38,8 +38,8 @@ export function prepare(ctx: IExecuteFunctions, i: number): Prepared {
 	if (operationKey) body.operation_key = operationKey;
 	const target = optionalString(options.target);
 	if (target) body.target = target;
-	const policy = approvalPolicy(ctx, i, body.requires_approval === true);
-	if (policy) body.approval_policy = policy;
+	const policy = approvalPolicy(ctx, i);
+	if (policy) Object.assign(body, { requires_approval: true, approval_policy: policy });
 	return {
 		req: { jobId, action, token, body },
 		operationKey,

@@ -24,8 +24,8 @@ export function prepareGated(ctx: IExecuteFunctions, i: number, payload: IDataOb
 	if (operationKey) body.operation_key = operationKey;
 	const target = optionalString(options.target);
 	if (target) body.target = target;
-	const policy = approvalPolicy(ctx, i, body.requires_approval === true);
-	if (policy) body.approval_policy = policy;
+	const policy = approvalPolicy(ctx, i);
+	if (policy) Object.assign(body, { requires_approval: true, approval_policy: policy });
 	return {
 		req: { jobId, action, token, body },
 		operationKey,
