@@ -6,7 +6,9 @@ invariant, so a Hypothesis report says which promise broke.
                    one `dispatch` answer per operation key and attempt
   approval         no SENT for an operation that needs an approval (its row says so, or
                    `publish` in an `article` job) without a live approval matching its job,
-                   version, action, digest and target at that moment
+                   version, action, digest and target at that moment; for a step begun with an
+                   approval policy, live approvals by as many distinct approvers the policy
+                   allows as it needs (names, groups, not the runner that asked)
   fence            no SENT under a stale fencing token: a job's dispatch tokens never go down,
                    and a step's dispatches carry the token current during it
   cancel           no SENT for a job after its cancel answered
@@ -20,7 +22,7 @@ from durable_ledger.store.models import (ALL_MODELS, ApiToken, Approval, Approva
                                          Operation, OperationEvent, Setting)
 from durable_ledger.store.wait_models import WAIT_MODELS
 
-from stateful_model import gated
+from stateful_model import gated, may_decide, rule_of
 
 
 class Violation(AssertionError):
@@ -100,16 +102,23 @@ def check_ledger(cancelled_sent, step_tokens=None, seen_event=0):
 
 
 def _check_approved(led, ev, op, job):
+    """A live approval bound to the version, digest, target and job policy when it was SENT; under
+    the step's approval policy, as many distinct approvers it allows as it needs."""
     t = ev.created_at
     version = led.version_at(job.id, t)
+    approvers = set()
     for a in led.approvals[job.id]:
         if (a.action, a.content_digest, a.target or "", a.task_version, a.policy_hash) == (
                 op.action, op.request_hash, op.target or "", version, job.policy_hash) \
                 and a.created_at <= t < a.expires_at and (a.revoked_at is None or a.revoked_at > t):
-            return
+            groups = tuple(g for g in (a.approver_groups or "").split(",") if g)
+            if may_decide(op.approval_policy, a.approver_name, groups):
+                approvers.add(a.approver_name)
+    if len(approvers) >= rule_of(op.approval_policy)["approvals_needed"]:
+        return
     raise Violation(f"approval: {op.operation_key} (action {op.action!r}, job {job.job_id}, pipeline {job.pipeline}, "
-                    f"requires_approval={op.requires_approval}) SENT (attempt {(ev.detail or {}).get('attempt')}) "
-                    "without a live matching approval")
+                    f"requires_approval={op.requires_approval}, policy {op.approval_policy}) SENT (attempt "
+                    f"{(ev.detail or {}).get('attempt')}) with live matching approvals by {sorted(approvers)} only")
 
 
 def db_operations():
@@ -118,14 +127,14 @@ def db_operations():
     for o in Operation.select(Operation, Job).join(Job):
         out[o.operation_key] = dict(job=o.job.job_id, version=o.task_version, action=o.action, digest=o.request_hash,
                                     target=o.target, requires_approval=bool(o.requires_approval), state=o.state,
-                                    attempt=o.attempt, max_attempts=o.max_attempts)
+                                    attempt=o.attempt, max_attempts=o.max_attempts, policy=o.approval_policy)
     return out
 
 
 def model_operations(model):
     return {k: dict(job=o.job, version=o.version, action=o.action, digest=o.digest, target=o.target,
                     requires_approval=o.requires_approval, state=o.state, attempt=o.attempt,
-                    max_attempts=o.max_attempts)
+                    max_attempts=o.max_attempts, policy=o.policy)
             for k, o in model.ops.items()}
 
 
@@ -157,13 +166,15 @@ def model_from_db(model_cls, job_cls, op_cls, approval_cls, now):
         m.ops[o.operation_key] = op_cls(o.operation_key, names[o.job_id], o.task_version, o.action, o.request_hash,
                                         o.target, bool(o.requires_approval), o.state, o.attempt, o.max_attempts,
                                         o.fencing_token, o.retryable, o.remote_id,
-                                        bool((o.last_error or {}).get("reconciled")) and o.state == "FAILED")
+                                        bool((o.last_error or {}).get("reconciled")) and o.state == "FAILED",
+                                        o.approval_policy)
     ids = []
     for a in Approval.select().order_by(Approval.id):
         m.approvals.append(approval_cls(names[a.job_id], a.task_version, a.action, a.content_digest, a.target or "",
-                                        a.revoked_at is not None, a.used_at is not None))
+                                        a.revoked_at is not None, a.used_at is not None, a.approver_name,
+                                        tuple(g for g in (a.approver_groups or "").split(",") if g)))
         ids.append(a.id)
     for d in ApprovalDenial.select(ApprovalDenial, Operation).join(Operation).where(
             ApprovalDenial.lifted_at.is_null()):
-        m.denials.add((d.operation.operation_key, d.content_digest))
+        m.denials[(d.operation.operation_key, d.content_digest)] = d.denied_by.split(":", 1)[-1]
     return m, ids

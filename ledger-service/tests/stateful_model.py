@@ -23,6 +23,27 @@ IN_FLIGHT = ("SENT", "UNKNOWN")
 CONFIRMABLE = ("SENT", "UNKNOWN", "NEEDS_REVIEW")
 
 
+RUNNER_NAME = "bootstrap-acme-runner"  # the runner token's name: the requester of every step
+DEFAULT_RULE = {"approvals_needed": 1, "approvers": [], "groups": [], "requester_may_approve": True}
+
+
+def rule_of(policy):
+    """The rule of a stored policy (None: one approval by anyone), as approvals/policy.py states it."""
+    return {k: (policy or DEFAULT_RULE).get(k, v) for k, v in DEFAULT_RULE.items()}
+
+
+def may_decide(policy, name, groups):
+    """Whether the step's policy lets ``name`` (with ``groups``) approve or deny it."""
+    if policy is None:
+        return True
+    rule = rule_of(policy)
+    if not rule["requester_may_approve"] and name == policy.get("requested_by"):
+        return False
+    if rule["approvers"] or rule["groups"]:
+        return name in rule["approvers"] or bool(set(rule["groups"]) & set(groups))
+    return True
+
+
 def gated(pipeline, action):
     return any(action == a or action.endswith("." + a) or action.startswith(a + ":") for a in GATED.get(pipeline, ()))
 
@@ -71,6 +92,7 @@ class MOp:
     retryable: bool | None = None
     remote_id: str | None = None
     reconciled_absent: bool = False
+    policy: dict | None = None  # the approval policy stored at the first begin (rule + requested_by)
 
 
 @dataclass
@@ -82,6 +104,8 @@ class MApproval:
     target: str  # "" for an operation without a target
     revoked: bool = False
     used: bool = False
+    by: str = "bootstrap-acme-approver"  # the approver's name
+    groups: tuple = ()  # and groups
 
 
 @dataclass
@@ -104,7 +128,7 @@ class Model:
     jobs: dict = field(default_factory=dict)
     ops: dict = field(default_factory=dict)
     approvals: list = field(default_factory=list)
-    denials: set = field(default_factory=set)  # (key, digest) standing
+    denials: dict = field(default_factory=dict)  # (key, digest) standing -> who denied
 
     def clone(self):
         return copy.deepcopy(self)
@@ -202,14 +226,31 @@ class Model:
 
     # ---- approvals -------------------------------------------------------------------------
 
-    def live_approval(self, job, action, digest, target):
-        """The approval a dispatch would spend (the newest live match), or None."""
+    def live_approval(self, job, action, digest, target, policy=None):
+        """The approval a dispatch would spend, or None: without a policy the newest live match;
+        with one, the newest of the first live approval of each allowed approver, once there
+        are as many of them as the policy needs."""
         want = target or ""
-        for a in reversed(self.approvals):
-            if (a.job, a.version, a.action, a.digest, a.target, a.revoked) == (job.name, job.version, action, digest,
-                                                                               want, False):
-                return a
-        return None
+        live = [a for a in self.approvals
+                if (a.job, a.version, a.action, a.digest, a.target, a.revoked) == (job.name, job.version, action, digest,
+                                                                                   want, False)]
+        if policy is None:
+            return live[-1] if live else None
+        counted = self._counted(policy, live)
+        return counted[-1] if len(counted) >= rule_of(policy)["approvals_needed"] else None
+
+    @staticmethod
+    def _counted(policy, live):
+        seen, out = set(), []
+        for a in live:
+            if a.by not in seen and may_decide(policy, a.by, a.groups):
+                seen.add(a.by)
+                out.append(a)
+        return out
+
+    def _satisfied(self, op):
+        counted = self._counted(op.policy, self._binding(op))
+        return len(counted) >= rule_of(op.policy)["approvals_needed"]
 
     def _binding(self, op, live_only=True):
         return [a for a in self.approvals
@@ -217,41 +258,51 @@ class Model:
                                                                        op.target or "")
                 and not (live_only and a.revoked)]
 
-    def grant(self, name, version, action, digest, target):
+    def grant(self, name, version, action, digest, target, who=("bootstrap-acme-approver", ())):
         if name not in self.jobs:
             return [Outcome(Err(404, "job_not_found"))]
-        return [Outcome(Ok(), lambda m: m.approvals.append(MApproval(name, version, action, digest, target)))]
+        return [Outcome(Ok(), lambda m: m.approvals.append(MApproval(name, version, action, digest, target,
+                                                                     by=who[0], groups=tuple(who[1]))))]
 
     def revoke(self, index):
         def apply(m):
             m.approvals[index].revoked = True
         return [Outcome(Ok(), apply)]
 
-    def approve(self, key, digest):
+    def approve(self, key, digest, who=("bootstrap-acme-approver", ())):
+        name, groups = who
         op = self.ops.get(key)
         if op is None:
             return [Outcome(Err(404, "operation_not_found"))]
         if digest != op.digest:
             return [Outcome(Err(409, "content_changed"))]
+        if not may_decide(op.policy, name, groups):
+            return [Outcome(Err(403, "approver_not_allowed"))]
         if op.state != "PREPARED" or not op.requires_approval:
             if self._binding(op):
                 return [Outcome(Ok())]
             return [Outcome(Err(409, "invalid_transition"))]
-        if self._binding(op):
-            return [Outcome(Ok())]
+        if any(a.by == name for a in self._binding(op)) or self._satisfied(op):
+            return [Outcome(Ok())]  # counted once; or the policy has its count
+        denier = self.denials.get((key, op.digest))
+        if denier is not None and op.policy is not None and denier != name:
+            return [Outcome(Err(409, "decision_changed"))]  # one allowed approver's no is not outvoted
 
         def apply(m):
             o = m.ops[key]
-            m.approvals.append(MApproval(o.job, o.version, o.action, o.digest, o.target or ""))
-            m.denials.discard((key, o.digest))
+            m.approvals.append(MApproval(o.job, o.version, o.action, o.digest, o.target or "", by=name,
+                                         groups=tuple(groups)))
+            m.denials.pop((key, o.digest), None)
         return [Outcome(Ok(), apply)]
 
-    def deny(self, key, digest):
+    def deny(self, key, digest, who=("bootstrap-acme-approver", ())):
         op = self.ops.get(key)
         if op is None:
             return [Outcome(Err(404, "operation_not_found"))]
         if digest != op.digest:
             return [Outcome(Err(409, "content_changed"))]
+        if not may_decide(op.policy, *who):
+            return [Outcome(Err(403, "approver_not_allowed"))]
         if op.state != "PREPARED" or not op.requires_approval:
             return [Outcome(Err(409, "invalid_transition"))]
         if (key, op.digest) in self.denials:
@@ -259,7 +310,7 @@ class Model:
 
         def apply(m):
             o = m.ops[key]
-            m.denials.add((key, o.digest))
+            m.denials[(key, o.digest)] = who[0]
             for a in m._binding(o):
                 if not a.used:
                     a.revoked = True
@@ -366,7 +417,8 @@ class Model:
 
     # ---- the gate --------------------------------------------------------------------------
 
-    def begin(self, name, action, digest, key, target, requires_approval, token):
+    def begin(self, name, action, digest, key, target, requires_approval, token, policy=None):
+        """``policy``: the begin's approval_policy, normalized (None: not named)."""
         job = self.jobs.get(name)
         if job is None:
             return [Outcome(Err(404, "job_not_found"))]
@@ -383,11 +435,16 @@ class Model:
             refusal = Outcome(Err(422, "digest_mismatch" if differs == ["digest"] else ANY))
             # The fence and the stored-row checks may come in either order.
             return [Outcome(fenced), refusal] if fenced else [refusal]
+        if op is not None and policy is not None and rule_of(op.policy) != policy:
+            refusal = Outcome(Err(409, "approval_policy_changed"))  # who may approve never changes
+            return [Outcome(fenced), refusal] if fenced else [refusal]
         if fenced:
             return [Outcome(fenced)]
-        asked = bool(requires_approval) or gated(job.pipeline, action)
+        asked = bool(requires_approval) or policy is not None or gated(job.pipeline, action)
         if op is None:
-            return [self._decide(job, None, key, action, digest, target, requires_approval, asked, token)]
+            stored = None if policy is None else {**policy, "requested_by": RUNNER_NAME}
+            return [self._decide(job, None, key, action, digest, target, requires_approval or policy is not None,
+                                 asked, token, stored)]
         stored = op.requires_approval or gated(job.pipeline, op.action)
         if asked == stored:
             return [self._decide(job, op, key, action, digest, target, requires_approval, stored, token)]
@@ -399,28 +456,29 @@ class Model:
             outs.append(self._decide(job, op, key, action, digest, target, requires_approval, True, token))
         return outs
 
-    def _decide(self, job, op, key, action, digest, target, requires_approval, need, token):
+    def _decide(self, job, op, key, action, digest, target, requires_approval, need, token, new_policy=None):
+        policy = op.policy if op is not None else new_policy
         if job.status in ("cancelled", "halted"):
             return Outcome(Ok("halt", job.halt_reason or job.status))
         if op is None or op.state in ("PREPARED", "FAILED"):
             if self._budget_used_up(job):
                 return Outcome(Ok("halt", "budget_exhausted"))
-            if need and self.live_approval(job, action, digest, target) is None:
+            if need and self.live_approval(job, action, digest, target, policy) is None:
                 if op is not None and (key, digest) in self.denials:
                     return Outcome(Ok("halt", "approval_denied"))
                 if op is None:
                     new = MOp(key, job.name, job.version, action, digest, target, True, "PREPARED", 1,
-                              self._max_attempts(job), token)
+                              self._max_attempts(job), token, policy=policy)
                     return Outcome(Ok("halt", "approval_required"), lambda m: m.ops.__setitem__(key, copy.copy(new)))
                 return Outcome(Ok("halt", "approval_required"))
         if op is None:
             new = MOp(key, job.name, job.version, action, digest, target, bool(requires_approval) or need, "SENT", 1,
-                      self._max_attempts(job), token)
+                      self._max_attempts(job), token, policy=policy)
             return self._dispatch(job, key, 1, need, action, digest, target, lambda m: m.ops.__setitem__(
-                key, copy.copy(new)))
+                key, copy.copy(new)), policy)
         if op.state == "PREPARED":
             return self._dispatch(job, key, op.attempt, need, action, digest, target,
-                                  _claimed(key, op.attempt, token))
+                                  _claimed(key, op.attempt, token), policy)
         if op.state == "CONFIRMED":
             return Outcome(Ok("reuse_receipt"))
         if op.state in IN_FLIGHT:
@@ -432,10 +490,10 @@ class Model:
         if op.attempt >= op.max_attempts:
             return Outcome(Ok("halt", "retry_budget_exhausted"))
         return self._dispatch(job, key, op.attempt + 1, need, action, digest, target,
-                              _claimed(key, op.attempt + 1, token))
+                              _claimed(key, op.attempt + 1, token), policy)
 
-    def _dispatch(self, job, key, attempt, need, action, digest, target, claim):
-        spent = self.live_approval(job, action, digest, target) if need else None
+    def _dispatch(self, job, key, attempt, need, action, digest, target, claim, policy=None):
+        spent = self.live_approval(job, action, digest, target, policy) if need else None
         index = self.approvals.index(spent) if spent is not None else None
 
         def apply(m):

@@ -43,7 +43,7 @@ from durable_ledger.store.models import OperationEvent
 from servers import LedgerServer
 from stateful_checks import Violation, check_ledger, db_operations, error_shape, model_from_db, reset_tables, \
     sync_problem
-from stateful_model import ANY, Err, MApproval, MJob, Model, MOp, Ok, default_key, digest_of
+from stateful_model import RUNNER_NAME, ANY, Err, MApproval, MJob, Model, MOp, Ok, default_key, digest_of, may_decide
 
 PROFILES = {  # examples, steps per example: (in process, served)
     "ci": ((25, 25), (8, 20)),
@@ -56,6 +56,7 @@ STRICT = os.environ.get("DURABLE_STATEFUL_STRICT", "1") != "0"
 DIVERGED = Counter()
 RACE_SPLITS = Counter()  # which order explained a lookup racing a takeover
 CALLS = Counter()  # API calls made, by route (printed with -s)
+POLICY_STEPS = Counter()  # begins naming a policy, and their answers (printed with -s)
 
 JOBS = ("j0", "j1", "j2")
 ACTIONS = ("publish", "set_status", "alias", "send")
@@ -64,6 +65,16 @@ PAYLOADS = ({"p": 1}, {"p": 2}, {"post_id": 9, "content_sha256": "ab" * 32})
 DIGESTS = tuple(digest_of(p) for p in PAYLOADS)
 SHARED_KEYS = ("acme:shared:1", "acme:shared:2")
 RUNNER, APPROVER = "runner-token", "approver-token"
+# Approvers with names and groups (issue 38): "rn" has the runner's name (the requester of every step).
+DECIDERS = {APPROVER: ("bootstrap-acme-approver", ()), "ann-token": ("ann", ("legal",)),
+            "ben-token": ("ben", ("editors",)), "rn-token": ("bootstrap-acme-runner", ("legal",))}
+STATEFUL_TOKENS = TOKENS + ",acme:approver:ann-token:*:ann:legal,acme:approver:ben-token:*:ben:editors," \
+                           "acme:approver:rn-token:*:bootstrap-acme-runner:legal"
+POLICIES = (None, {"approvals_needed": 2, "approvers": [], "groups": [], "requester_may_approve": True},
+            {"approvals_needed": 1, "approvers": [], "groups": ["legal"], "requester_may_approve": False},
+            {"approvals_needed": 2, "approvers": ["ann", "ben", "bootstrap-acme-approver"], "groups": [],
+             "requester_may_approve": True})
+deciders = st.sampled_from(sorted(DECIDERS))
 TTL = 86400  # leases never expire during an example: the model has no clock (a loaded machine took 120 s)
 LATER = (datetime.now(timezone.utc) + timedelta(days=30)).isoformat()
 
@@ -75,7 +86,8 @@ keys = st.one_of(st.none(), st.none(), st.tuples(st.just("explicit"), st.sampled
 ages = st.sampled_from((0, 0, 0, 0, 1, 2, -1))  # 0: the current token; n: n takeovers old; -1: never issued
 begins = st.tuples(st.integers(0, 2), st.sampled_from(ACTIONS), st.integers(0, 2), keys, st.sampled_from(TARGETS),
                    st.sampled_from((False, False, False, True)), ages)
-changes = st.sampled_from(("action", "target", "payload", "requires_approval", "computed_key", "same", "token"))
+changes = st.sampled_from(("action", "target", "payload", "requires_approval", "computed_key", "same", "token",
+                           "policy"))
 # Inside a batch an item often repeats the previous one under the other spelling of its key.
 batch_changes = st.sampled_from((None, None, "computed_key", "computed_key", "same", "payload", "action", "target",
                                  "requires_approval"))
@@ -351,7 +363,8 @@ class LedgerMachine(RuleBasedStateMachine):
 
     def expect_begin(self, model, body):
         return model.begin(body["job_id"], body["action"], digest_of(body["payload"]), body.get("operation_key"),
-                           body.get("target"), body.get("requires_approval", False), body["fencing_token"])
+                           body.get("target"), body.get("requires_approval", False), body["fencing_token"],
+                           body.get("approval_policy"))
 
     def single_begin(self, body):
         self.last_begin = body
@@ -359,9 +372,15 @@ class LedgerMachine(RuleBasedStateMachine):
         status, resp = self.call("POST", "/v1/operations/begin", body)
         self.settle(outs, status, resp, f"begin {body}")
 
-    @rule(spec=begins)
-    def begin(self, spec):
-        self.single_begin(self.begin_body(spec))
+    @rule(spec=begins, policy=st.sampled_from((0, 0, 0, 1, 2, 3)))
+    def begin(self, spec, policy):
+        """A begin; half of them name who may approve the step (N of M, names, groups, not the
+        runner that asked)."""
+        body = self.begin_body(spec)
+        if POLICIES[policy] is not None:
+            body["approval_policy"] = POLICIES[policy]
+            POLICY_STEPS["begin"] += 1
+        self.single_begin(body)
 
     @precondition(lambda self: self.last_begin is not None)
     @rule(change=changes, pick=st.integers(0, 3))
@@ -396,6 +415,10 @@ class LedgerMachine(RuleBasedStateMachine):
                 body["operation_key"] = default_key(name, self.model.jobs[name].version, body["action"])
         elif change == "token":
             body["fencing_token"] = self.model.jobs[name].token
+        elif change == "policy":
+            body.pop("approval_policy", None)
+            if POLICIES[pick % len(POLICIES)] is not None:
+                body["approval_policy"] = POLICIES[pick % len(POLICIES)]
         return body
 
     @rule(items=st.lists(st.tuples(begins, batch_changes, st.integers(0, 3)), min_size=1, max_size=4),
@@ -474,35 +497,63 @@ class LedgerMachine(RuleBasedStateMachine):
 
     # ---- approvals -------------------------------------------------------------------------
 
-    def decide(self, verb, i, right, extra):
+    def decide(self, verb, i, right, extra, who=APPROVER):
         key = self.op_key(i)
         op = self.model.ops.get(key)
         digest = op.digest if op is not None and right else DIGESTS[i % 3]
-        outs = (self.model.approve if verb == "approve" else self.model.deny)(key, digest)
+        outs = (self.model.approve if verb == "approve" else self.model.deny)(key, digest, DECIDERS[who])
         status, resp = self.call("POST", f"/v1/operations/{quote(key, safe='')}/{verb}",
-                                 {"content_digest": digest, **extra}, token=APPROVER)
-        self.settle(outs, status, resp, f"{verb} {key} digest {digest[:8]}")
+                                 {"content_digest": digest, **extra}, token=who)
+        self.settle(outs, status, resp, f"{verb} {key} digest {digest[:8]} by {DECIDERS[who][0]}")
 
-    @rule(i=st.integers(0, 7), right=st.sampled_from((True, True, True, False)))
-    def approve(self, i, right):
-        self.decide("approve", i, right, {})
+    @rule(i=st.integers(0, 7), right=st.sampled_from((True, True, True, False)), who=deciders)
+    def approve(self, i, right, who):
+        self.decide("approve", i, right, {}, who)
 
-    @rule(i=st.integers(0, 7), right=st.sampled_from((True, True, True, False)))
-    def deny(self, i, right):
-        self.decide("deny", i, right, {"reason": "no"})
+    @rule(i=st.integers(0, 7), right=st.sampled_from((True, True, True, False)), who=deciders)
+    def deny(self, i, right, who):
+        self.decide("deny", i, right, {"reason": "no"}, who)
+
+    @rule(spec=begins, policy=st.integers(1, len(POLICIES) - 1),
+          votes=st.lists(st.tuples(deciders, st.sampled_from(("approve", "approve", "approve", "deny"))),
+                         min_size=1, max_size=3))
+    def policy_round(self, spec, policy, votes):
+        """A step begun under a policy, then decisions by several approvers, each followed by the
+        same begin: it dispatches exactly when the policy has its count of live approvals."""
+        self.begin(spec, policy)
+        stored = {**POLICIES[policy], "requested_by": RUNNER_NAME}
+        # First an approver the policy does not allow (another group, or the runner that asked
+        # under its own name), whatever was drawn: refused, and never counted.
+        outsider = next((t for t in sorted(DECIDERS) if not may_decide(stored, *DECIDERS[t])), None)
+        for who, verb in ([(outsider, "approve")] if outsider else []) + votes:
+            self.decide_last(who, verb)
+
+    @precondition(lambda self: self.last_begin is not None)
+    @rule(who=deciders, verb=st.sampled_from(("approve", "approve", "deny")))
+    def decide_last(self, who, verb):
+        """A decision on the last begin's operation, then that begin again: whether it dispatches
+        now is the step's policy's count (N distinct allowed approvers, one allowed no stops it)."""
+        body = self.last_begin
+        job = self.model.jobs.get(body["job_id"])
+        key = body.get("operation_key") or (default_key(body["job_id"], job.version, body["action"]) if job else None)
+        if key in self.model.ops:
+            self.decide(verb, sorted(self.model.ops).index(key), True, {"reason": "no"} if verb == "deny" else {}, who)
+            self.single_begin(dict(body))
+            POLICY_STEPS["decide_last" + ("" if "approval_policy" not in body else " under a policy")] += 1
 
     @rule(i=st.integers(0, 2), version=st.sampled_from((0, 0, -1, 1)), action=st.sampled_from(ACTIONS),
-          pi=st.integers(0, 2), where=st.sampled_from(("site:a", "site:b")))
-    def grant(self, i, version, action, pi, where):
+          pi=st.integers(0, 2), where=st.sampled_from(("site:a", "site:b")), who=deciders)
+    def grant(self, i, version, action, pi, where, who):
         target = where
-        """POST /v1/approvals: a grant for some binding (often not the one a begin will ask)."""
+        """POST /v1/approvals: a grant for some binding (often not the one a begin will ask), by an
+        approver a step's policy may or may not count."""
         name = self.job_name(i)
         version = max(1, self.model.jobs[name].version + version)
-        outs = self.model.grant(name, version, action, DIGESTS[pi], target)
+        outs = self.model.grant(name, version, action, DIGESTS[pi], target, DECIDERS[who])
         status, resp = self.call("POST", "/v1/approvals", {
             "job_id": name, "task_version": version, "action": action, "content_digest": DIGESTS[pi],
-            "target": target, "expires_at": LATER}, token=APPROVER)
-        self.settle(outs, status, resp, f"grant {name} v{version} {action} {target}")
+            "target": target, "expires_at": LATER}, token=who)
+        self.settle(outs, status, resp, f"grant {name} v{version} {action} {target} by {DECIDERS[who][0]}")
 
     @precondition(lambda self: self.approval_ids)
     @rule(i=st.integers(0, 7))
@@ -526,7 +577,7 @@ def _settings(kind):
 @pytest.fixture
 def stateful_client(database):
     # No backoff: the model has no clock (backoff is row 2b of the table, tested in test_gate_decide.py).
-    cfg = Config(database_url=database, bootstrap_tokens=TOKENS, log_level="WARNING", backoff_base_s=0.0)
+    cfg = Config(database_url=database, bootstrap_tokens=STATEFUL_TOKENS, log_level="WARNING", backoff_base_s=0.0)
     app = create_app(cfg)
     app.testing = True
     return app.test_client()
@@ -535,8 +586,10 @@ def stateful_client(database):
 def test_stateful_in_process(stateful_client):
     machine = type("InProcess", (LedgerMachine,), {"driver": ClientDriver(stateful_client)})
     CALLS.clear()
+    POLICY_STEPS.clear()
     run_state_machine_as_test(machine, settings=_settings(0))
-    print(f"\nin process, {PROFILES[PROFILE][0]} examples x steps: calls {sum(CALLS.values())} {dict(CALLS)}")
+    print(f"\nin process, {PROFILES[PROFILE][0]} examples x steps: calls {sum(CALLS.values())} {dict(CALLS)}; "
+          f"policy steps {dict(POLICY_STEPS)}")
 
 
 def interleavings(seqs):
@@ -718,7 +771,7 @@ class ServedMachine(LedgerMachine):
 
 @pytest.fixture
 def served(database, tmp_path):
-    srv = LedgerServer(database, TOKENS, workers=2, threads=4, log_path=tmp_path / "ledger.log")
+    srv = LedgerServer(database, STATEFUL_TOKENS, workers=2, threads=4, log_path=tmp_path / "ledger.log")
     srv.env["DURABLE_BACKOFF_BASE_S"] = "0"
     with srv:
         yield srv.url
