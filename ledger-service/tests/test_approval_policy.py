@@ -361,3 +361,18 @@ def test_token_create_takes_name_and_groups(database, tmp_path):
         who = authenticate(raw)
     assert (who.name, who.groups) == ("gina", frozenset({"legal", "editors"}))
     assert [json.loads(line)["groups"] for line in listed.splitlines()] == ["editors,legal"]
+
+
+def test_a_batch_begin_stores_its_policy_and_a_runner_cannot_name_the_requester(client, tok, people):
+    item = {"job_id": "j1", "action": "send_newsletter", "payload": PAYLOAD, "fencing_token": tok,
+            "target": "mail:list-1", "approval_policy": TWO_OF_THREE}
+    r = client.post("/v1/operations/batch", headers=auth("runner-alice-token"), json={"begin": [item]})
+    slot = r.get_json()["begin"][0]
+    assert (r.status_code, slot["decision"], slot["reason"]) == (200, "halt", "approval_required"), slot
+    key = slot["operation"]["operation_key"]
+    assert client.get(url(key, "approvals"), headers=auth()).get_json()["policy"]["requested_by"] == "alice"
+    forged = dict(item, approval_policy={**TWO_OF_THREE, "requested_by": "nobody"})
+    r = begin(client, tok, forged["approval_policy"])
+    assert (r.status_code, r.get_json()["error"]["code"]) == (422, "validation_error")
+    for bad in ({"approvals_needed": 0}, {"approvals_needed": 11}, {"approvers": "alice"}):
+        assert begin(client, tok, bad).status_code == 422
