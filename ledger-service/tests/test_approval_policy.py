@@ -253,6 +253,7 @@ def test_the_one_tap_link_decides_after_confirmation_with_door_link(app, client,
     page2, csrf2 = sign_in(app, "carol-token")
     html = page2.get(f"/console/approvals/{quote(key, safe='')}").get_data(as_text=True)
     assert "1 of 2" in html and "bob" in html
+    assert "1 of 2" in page2.get("/console/approvals").get_data(as_text=True)
     assert decisions()[0] == [("bob", "link")]
     out = client.get(url(key, "approvals"), headers=auth()).get_json()
     assert [(d["name"], d["door"]) for d in out["decided_by"]] == [("bob", "link")]

@@ -145,8 +145,8 @@ def _asked(op):
 @bp.get("/approvals")
 @signed_in("approver")
 def approvals(who):
-    items = [{**w, "asked": _asked(w["op"]), "summary": w["op"].request_summary or {}}
-             for w in decisions.waiting(who.tenant)]
+    items = [{**w, "asked": _asked(w["op"]), "summary": w["op"].request_summary or {},
+              "policy": approval_rules.policy_view(w["op"])} for w in decisions.waiting(who.tenant)]
     recent = decisions.recent(who.tenant)
     return page("console_approvals.html", who, items=items, recent=recent)
 
