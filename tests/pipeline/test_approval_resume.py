@@ -83,6 +83,10 @@ class ResumeStack(PipelineStack):
     def execution_data(self, execution_id: int) -> str:
         return psql(f'SELECT data FROM execution_data WHERE "executionId" = {execution_id}', self.pg_database)
 
+    def run_data(self, execution_id: int) -> dict:
+        """The execution's data as n8n keeps it (IRunExecutionData), decoded from its flatted text."""
+        return unflatten(self.execution_data(execution_id))
+
     def wait_status(self, workflow_id: str, execution_id: int, statuses, timeout: float = 120) -> dict:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -111,6 +115,26 @@ class ResumeStack(PipelineStack):
                           headers={"Authorization": f"Bearer {self.tokens['approver']}"})
         assert r.status_code in (200, 201), r.text
         return r.status_code
+
+
+def unflatten(text: str):
+    """n8n stores execution data in the `flatted` format: one JSON array whose first entry is the
+    root; within objects and lists every string is the index of the entry that holds the value."""
+    table, seen = json.loads(text), set()
+
+    def revive(value):
+        if id(value) in seen:
+            return value
+        seen.add(id(value))
+        for k, v in list(value.items() if isinstance(value, dict) else enumerate(value)):
+            if isinstance(v, str):
+                value[k] = table[int(v)]
+                if isinstance(value[k], (dict, list)):
+                    revive(value[k])
+        return value
+
+    root = table[0]
+    return revive(root) if isinstance(root, (dict, list)) else root
 
 
 def workflow_id(job_id: str) -> str:
@@ -264,8 +288,11 @@ def test_the_request_reaches_the_mailbox_and_the_approver_publishes_from_its_lin
     (who,) = st.ledger("GET", f"/v1/operations/{key}/approvals", role="editor")["decided_by"]
     assert who["decision"] == "approved" and who["door"] in ("link", "console"), who
     # Publish, resumed, carries who decided on its item (durable.decided_by, from the resume call).
-    data = st.execution_data(execution["id"])
-    assert "decided_by" in data and who["name"] in data
+    publish = st.run_data(execution["id"])["resultData"]["runData"]["Publish"]
+    assert len(publish) == 2, "Publish ran twice: approval_required, then after the resume"
+    (done,) = publish[-1]["data"]["main"][0]
+    decided = [(d["name"], d["decision"], d["door"]) for d in done["json"]["durable"]["decided_by"]]
+    assert decided == [(who["name"], "approved", who["door"])], done["json"]["durable"]
     print(f"\nDURABLE_RESUME email: {len(urls)} links in the message, prefetched without effect; "
           f"approved by {who['name']} through {who['door']}, published {resumed_s} s after the approver opened the link")
 
