@@ -86,7 +86,7 @@ class LocalCalls:
         b = self._checked(bodies.WaitSchema, body)
         with self._session():
             return calls.register_wait(who, key, self.config, b["resume_url"], b["fencing_token"],
-                                       b["execution_id"], b["workflow_id"])[0]
+                                       b["execution_id"], b["workflow_id"], b["link_expires_in_s"])[0]
 
     def _waits(self, job_id):
         from ..approvals import calls
