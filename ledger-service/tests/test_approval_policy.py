@@ -377,3 +377,47 @@ def test_a_batch_begin_stores_its_policy_and_a_runner_cannot_name_the_requester(
     assert (r.status_code, r.get_json()["error"]["code"]) == (422, "validation_error")
     for bad in ({"approvals_needed": 0}, {"approvals_needed": 11}, {"approvers": "alice"}):
         assert begin(client, tok, bad).status_code == 422
+
+
+SERVED_TOKENS = ("acme:runner:run-tok:*:asker,acme:approver:a1-tok:*:ann:legal,acme:approver:a2-tok:*:ben:legal,"
+                 "acme:approver:a3-tok:*:cy:legal,acme:approver:a4-tok:*:dee:editors")
+
+
+def test_served_approvers_clicking_at_once_record_the_policys_count_and_one_resume(database, tmp_path):
+    """`durable-ledger serve` (2 processes x 4 threads): a 2-of-legal step, eight clicks at once
+    (ann twice, ben twice, cy twice, dee of another group twice). Exactly two approvals are
+    recorded, by two distinct legal approvers; dee is refused 403 both times; the step dispatches
+    once."""
+    import requests
+    from servers import LedgerServer
+
+    with LedgerServer(database, SERVED_TOKENS, workers=2, threads=4, log_path=tmp_path / "ledger.log") as srv:
+        run = requests.Session()
+        run.headers["Authorization"] = "Bearer run-tok"
+        assert run.put(f"{srv.url}/v1/jobs/s1", json={"pipeline": "generic"}).status_code == 201
+        tok = run.post(f"{srv.url}/v1/jobs/s1/lease", json={"owner": "w"}).json()["fencing_token"]
+        body = {"job_id": "s1", "action": "publish", "payload": PAYLOAD, "fencing_token": tok,
+                "approval_policy": {"approvals_needed": 2, "groups": ["legal"]}}
+        out = run.post(f"{srv.url}/v1/operations/begin", json=body).json()
+        key, digest = out["operation"]["operation_key"], out["operation"]["request_hash"]
+        results, barrier = [], threading.Barrier(8)
+
+        def click(token):
+            barrier.wait()
+            r = requests.post(f"{srv.url}{url(key, 'approve')}", headers={"Authorization": f"Bearer {token}"},
+                              json={"content_digest": digest}, timeout=60)
+            results.append((token, r.status_code))
+        threads = [threading.Thread(target=click, args=(t,)) for t in ("a1-tok", "a2-tok", "a3-tok", "a4-tok") * 2]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert sorted(s for t, s in results if t == "a4-tok") == [403, 403]
+        assert all(s in (200, 201) for t, s in results if t != "a4-tok") and len(results) == 8, results
+        assert sum(1 for _, s in results if s == 201) == 2
+        with db.connection_context():
+            names = [a.approver_name for a in Approval.select()]
+        assert len(names) == 2 and len(set(names)) == 2 and set(names) <= {"ann", "ben", "cy"}, names
+        first = run.post(f"{srv.url}/v1/operations/begin", json=body).json()
+        again = run.post(f"{srv.url}/v1/operations/begin", json=body).json()
+        assert (first["decision"], again["decision"]) == ("dispatch", "reconcile")
