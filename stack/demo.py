@@ -136,7 +136,7 @@ def demo():
     stack = bring_up()
     job_id = time.strftime("article-demo-%Y%m%d-%H%M%S")
     save_state(stack, {"job_id": job_id})
-    stage(3, f"n8n: the Durable Step package, credentials 'Durable Ledger' + 'OpenAI', workflow {WORKFLOW_ID}")
+    stage(3, f"n8n: the Durable Step package, credentials 'Durable Ledger' + 'OpenAI' + 'Approval Mail' (SMTP; no mail server in the demo: the approvers are not mailed, the approval is on the console), workflow {WORKFLOW_ID}")
     stack.import_workflows([stack.workflow(WORKFLOW_ID, job_id)])
     say(f"workflows/article-pipeline.json imported for job {job_id}")
 
