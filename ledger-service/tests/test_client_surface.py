@@ -420,3 +420,31 @@ def test_surface_refusals_are_the_same_in_detail(stack):
         assert seen[0] == seen[1], (i, seen)
     for client in (local, http, boss_local, boss_http):
         client.close()
+
+
+def test_surface_a_step_with_an_approval_policy_needs_two_approvers(ledger, approver, stack, transport):
+    """job.step(..., approval_policy=...) on both transports: one approval is 1 of 2, a second
+    approver's makes the step dispatch; another policy on the same step is refused (409)."""
+    job_id = jid("policy")
+    job = ledger.job(job_id, owner="worker-a")
+    policy = {"approvals_needed": 2}
+    with pytest.raises(Halted) as blocked:
+        with job.step("send", {"n": 1}, target="mail:list", approval_policy=policy):
+            pass
+    key = blocked.value.operation_key
+    digest = {p["operation"]["operation_key"]: p for p in approver.pending_approvals()}[key]["operation"]["request_hash"]
+    assert approver.approve(key, digest)[1] is True
+    with pytest.raises(Halted) as still:
+        with job.step("send", {"n": 1}, target="mail:list", approval_policy=policy):
+            pass
+    assert still.value.reason == "approval_required"
+    with pytest.raises(LedgerError) as changed:
+        with job.step("send", {"n": 1}, target="mail:list", approval_policy={"approvals_needed": 1}):
+            pass
+    assert changed.value.code == "approval_policy_changed"
+    second = make(stack, "http" if transport == "local" else "local", actor="second-approver", role="approver")
+    assert second.approve(key, digest)[1] is True
+    second.close()
+    with job.step("send", {"n": 1}, target="mail:list", approval_policy=policy) as step:
+        assert step.decision == "dispatch"
+        step.confirm("m-1")

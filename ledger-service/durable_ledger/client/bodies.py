@@ -3,9 +3,12 @@ LocalLedger runs them through durable_ledger.kernel.checks exactly as the routes
 both refuse the same input with the same class."""
 
 
-def begin_body(job_id, action, token, payload, operation_key, target, requires_approval):
-    return {"job_id": job_id, "action": action, "payload": payload, "fencing_token": token,
+def begin_body(job_id, action, token, payload, operation_key, target, requires_approval, approval_policy=None):
+    body = {"job_id": job_id, "action": action, "payload": payload, "fencing_token": token,
             "operation_key": operation_key, "target": target, "requires_approval": requires_approval}
+    if approval_policy is not None:
+        body["approval_policy"] = approval_policy  # who may approve the step (docs/api.md)
+    return body
 
 
 def lease_body(owner, ttl_s, takeover):

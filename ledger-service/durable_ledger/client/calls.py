@@ -75,12 +75,13 @@ class JobCalls:
         """Confirm finished steps and gate the next ones in one call (at most 100 of each).
         ``confirm``: dicts with operation_key, remote_id and optionally receipt and cost;
         ``begin``: dicts with action and optionally payload, operation_key, target,
-        requires_approval. Returns a `Batch`; one item's refusal does not undo the others."""
+        requires_approval, approval_policy. Returns a `Batch`; one item's refusal does not undo the others."""
         confirms = [{"operation_key": c.get("operation_key"), "fencing_token": self.fencing_token,
                      "remote_id": c.get("remote_id"), "receipt": c.get("receipt") or {}, "cost": c.get("cost")}
                     for c in confirm]
         begins = [begin_body(self.job_id, b.get("action"), self.fencing_token, b.get("payload"),
-                             b.get("operation_key"), b.get("target"), b.get("requires_approval", False))
+                             b.get("operation_key"), b.get("target"), b.get("requires_approval", False),
+                             b.get("approval_policy"))
                   for b in begin]
         return self.ledger._batch({"confirm": confirms, "begin": begins})
 

@@ -88,8 +88,8 @@ class HttpLedger(Ledger):
     def _release(self, job_id, owner, token):
         self._call("DELETE", f"/v1/jobs/{_key(job_id)}/lease", release_body(owner, token))
 
-    def _begin(self, job_id, action, token, payload, operation_key, target, requires_approval):
-        body = begin_body(job_id, action, token, payload, operation_key, target, requires_approval)
+    def _begin(self, job_id, action, token, payload, operation_key, target, requires_approval, approval_policy=None):
+        body = begin_body(job_id, action, token, payload, operation_key, target, requires_approval, approval_policy)
         return GateAnswer.from_json(self._call("POST", "/v1/operations/begin", body)[1])
 
     def _outcome(self, kind, job_id, key, token, **fields):

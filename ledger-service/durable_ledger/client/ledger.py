@@ -61,9 +61,11 @@ class Job(JobCalls):
     def __repr__(self):
         return f"Job({self.job_id!r}, owner={self.owner!r}, fencing_token={self.fencing_token})"
 
-    def step(self, action, payload=None, operation_key=None, target=None, requires_approval=False):
-        """``with job.step(action, payload) as step``: begin on entry (see steps.py)."""
-        return Step(self, action, payload, operation_key, target, requires_approval)
+    def step(self, action, payload=None, operation_key=None, target=None, requires_approval=False,
+             approval_policy=None):
+        """``with job.step(action, payload) as step``: begin on entry (see steps.py).
+        ``approval_policy``: who may approve it, e.g. ``{"approvals_needed": 2, "groups": ["legal"]}``."""
+        return Step(self, action, payload, operation_key, target, requires_approval, approval_policy)
 
     def gated(self, action, key=None, payload=None, target=None, requires_approval=False):
         """``@job.gated("send_email", key=lambda to, subject: f"email:{to}:{subject}")``."""

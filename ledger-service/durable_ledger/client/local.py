@@ -154,9 +154,10 @@ class LocalLedger(LocalCalls, Ledger):
         with self._session():
             leases.release_lease(self.principal.tenant, job_id, b["owner"], b["fencing_token"])
 
-    def _begin(self, job_id, action, token, payload, operation_key, target, requires_approval):
+    def _begin(self, job_id, action, token, payload, operation_key, target, requires_approval, approval_policy=None):
         self._who("runner")
-        b = self._checked(bodies.BeginSchema, begin_body(job_id, action, token, payload, operation_key, target, requires_approval))
+        b = self._checked(bodies.BeginSchema, begin_body(job_id, action, token, payload, operation_key, target,
+                                                          requires_approval, approval_policy))
         with self._session():
             answer = gate.begin(self.principal, config=self.gate_config, **b)
         return gate_answer(answer)

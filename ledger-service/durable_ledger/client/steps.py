@@ -33,9 +33,11 @@ def error_of(exc, **extra):
 class Step:
     """One gated side effect. Use it as a context manager (begin runs on entry)."""
 
-    def __init__(self, job, action, payload, operation_key=None, target=None, requires_approval=False):
+    def __init__(self, job, action, payload, operation_key=None, target=None, requires_approval=False,
+                 approval_policy=None):
         self.job, self.action, self.payload = job, action, payload
         self.operation_key, self.target, self.requires_approval = operation_key, target, requires_approval
+        self.approval_policy = approval_policy
         self.state, self.answer, self.operation = NEW, None, None
 
     @property
@@ -60,7 +62,7 @@ class Step:
             raise StepUsageError("a step is entered once; call job.step(...) again for another run")
         job = self.job
         answer = job.ledger._begin(job.job_id, self.action, job.fencing_token, self.payload,
-                                   self.operation_key, self.target, self.requires_approval)
+                                   self.operation_key, self.target, self.requires_approval, self.approval_policy)
         self.answer, self.operation_key = answer, answer.operation_key or self.operation_key
         if answer.decision == "dispatch":
             self.state = DISPATCHED
