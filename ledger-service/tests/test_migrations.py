@@ -51,6 +51,11 @@ def old_release():
         (wheel,) = wheels.glob("durable_ledger-*.whl")
         subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(wheel)],
                        check=True)
+    if not (site / "gunicorn").exists():
+        # The previous release serves under gunicorn, which this release no longer depends on
+        # (it serves on waitress): its server goes beside its own package, not into the venv.
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site),
+                        "gunicorn>=23,<24"], check=True)
     return site
 
 
