@@ -186,3 +186,12 @@ def test_secrets_sql_parameters_never_reach_a_debug_log(database, caplog):
     assert "receipt-body-xyz" not in text and "secret-title-xyz" not in text
     assert not [r for r in caplog.records if r.name == "peewee" and r.levelno < logging.INFO]
     assert BEARER not in caplog.text
+
+
+def test_value_rule_names_the_leftmost_credential_not_the_first_rule():
+    # A SendGrid key's random parts can start with or hold "sk-": found in CI's generated keys,
+    # it read as an OpenAI key. The format is the one of the credential that starts first.
+    assert value_rule("said: 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") == "sendgrid_key"
+    assert value_rule("SG.abcdefghijklmnopqrstuv.x-sk-AAAAAAAAAAAAAAAAAAAAAAAAAAAAAA") == "sendgrid_key"
+    assert value_rule("sk-AAAAAAAAAAAAAAAAAAAAAAAA then SG.abcdefghijklmnopqrstuv.abcdefghijklmnopqrstuv") == \
+        "openai_or_anthropic_key"

@@ -160,14 +160,19 @@ def _is_secret_key(key):
 
 
 def value_rule(text):
-    """The name of the first credential format ``text`` contains, or None."""
+    """The name of the credential format ``text`` contains, or None: the format of the leftmost
+    credential (the longest there, then the first rule). Not simply the first rule that matches:
+    a SendGrid key's random part can hold ``-sk-...`` or start with ``sk-``, which alone would
+    read as an OpenAI key."""
     if not isinstance(text, str) or not _ANY.search(text):
         return None
+    best = None
     for name, pattern in _RULES:
         check = _CHECKS.get(name)
-        if any(check is None or check(m.group(0)) for m in pattern.finditer(text)):
-            return name
-    return None
+        m = next((m for m in pattern.finditer(text) if check is None or check(m.group(0))), None)
+        if m is not None and (best is None or (m.start(), -len(m.group(0))) < best[0]):
+            best = ((m.start(), -len(m.group(0))), name)
+    return best[1] if best else None
 
 
 def _present(value):
