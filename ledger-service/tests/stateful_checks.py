@@ -16,6 +16,7 @@ invariant, so a Hypothesis report says which promise broke.
 """
 
 import json
+import time
 from collections import Counter, defaultdict
 
 from durable_ledger.store.models import (ALL_MODELS, ApiToken, Approval, ApprovalDenial, AuditLog, Job, Lease,
@@ -147,6 +148,25 @@ def sync_problem(model, rows=None):
     diff = {k: {"db": rows.get(k), "model": want.get(k)} for k in sorted(set(rows) | set(want))
             if rows.get(k) != want.get(k)}
     return f"the operation rows differ from the model: {json.dumps(diff, default=str)[:1500]}"
+
+
+def db_leases(now=None):
+    """{job name: (fencing token, owner, live)} of every lease row (live: not expired)."""
+    now = time.time() if now is None else now
+    return {lease.job.job_id: (lease.fencing_token, lease.owner, lease.expires_at > now)
+            for lease in Lease.select(Lease, Job).join(Job)}
+
+
+def lease_problem(model, leases=None):
+    """None when the leases are what the model holds; else what differs. Racing takeovers,
+    leases and cancels can leave the same operation rows in orders that hand out different
+    tokens, so a race's serial order is chosen on both."""
+    leases = db_leases() if leases is None else leases
+    want = {n: (j.token, j.owner, j.live) for n, j in model.jobs.items() if n in leases}
+    got = {n: leases[n] for n in want}
+    if got == want:
+        return None
+    return f"the leases differ from the model: db {got}, model {want}"
 
 
 def model_from_db(model_cls, job_cls, op_cls, approval_cls, now):

@@ -87,3 +87,17 @@ def test_ttl_bounds_and_missing_job(conn):
     with pytest.raises(JobNotFound):
         leases.acquire_lease("acme", "nope", "w1", 30)
     assert Lease.select().count() == 0
+
+
+def test_same_owner_extend_does_not_revive_a_lease_expired_since_it_was_read(job):
+    # acquire_lease / start read the lease live, then extend it: a cancel's or a release's expiry
+    # landing in between must stay (found by the served stateful tests: a takeover racing a
+    # cancel left the cancelled job with a live lease).
+    from durable_ledger.store import jobs as job_rows
+
+    _, lease = leases.acquire_lease("acme", "job-1", "w1", 30, now=1000)
+    leases.release_lease("acme", "job-1", "w1", 1, now=1005)  # lands after the read at 1004
+    assert job_rows.extend_lease(lease.id, 1, 1036, read_expiry=1030) == 0
+    assert Lease.get().expires_at == 1005
+    _, again = leases.acquire_lease("acme", "job-1", "w1", 30, now=1006)  # the same owner: the next token
+    assert (again.fencing_token, again.expires_at) == (2, 1036)

@@ -55,7 +55,11 @@ def acquire_lease(tenant, job_id, owner, ttl_s, takeover=False, actor="system", 
                 continue  # a concurrent first acquirer won; re-read and compete normally
         live = lease.expires_at > now_
         if live and lease.owner == owner:
-            n = job_rows.extend_lease(lease.id, lease.fencing_token, now_ + ttl_s)
+            # Extended only as it was read: a cancel's or a release's expiry landing in between
+            # is not undone (the job would be cancelled with a live lease); the loop then reads
+            # the lease expired and acquires it with the next token. (Not "expires_at > now":
+            # the cancel's own clock may be ahead of this one.)
+            n = job_rows.extend_lease(lease.id, lease.fencing_token, now_ + ttl_s, read_expiry=lease.expires_at)
             if n == 1:
                 lease.expires_at = now_ + ttl_s
                 return job, lease

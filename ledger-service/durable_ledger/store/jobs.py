@@ -130,14 +130,16 @@ def lease_by_pk(lease_pk):
     return Lease.get_by_id(lease_pk)
 
 
-def extend_lease(lease_pk, token, expires_at, live_until=None):
+def extend_lease(lease_pk, token, expires_at, live_until=None, read_expiry=None):
     """The lease's expiry (and liveness, when given) moved, conditional on its token still being
-    ``token``: rows changed."""
+    ``token`` (and, with ``read_expiry``, on its expiry still being the one read): rows changed."""
     fields = {Lease.expires_at: expires_at}
     if live_until is not None:
         fields[Lease.live_until] = live_until
-    return (Lease.update(fields)
-            .where(Lease.id == lease_pk, Lease.fencing_token == token).execute())
+    held = (Lease.id == lease_pk) & (Lease.fencing_token == token)
+    if read_expiry is not None:
+        held &= Lease.expires_at == read_expiry
+    return Lease.update(fields).where(held).execute()
 
 
 def take_over_lease(lease_pk, token, owner, new_token, expires_at, now, live_until=None):
