@@ -101,3 +101,13 @@ def test_same_owner_extend_does_not_revive_a_lease_expired_since_it_was_read(job
     assert Lease.get().expires_at == 1005
     _, again = leases.acquire_lease("acme", "job-1", "w1", 30, now=1006)  # the same owner: the next token
     assert (again.fencing_token, again.expires_at) == (2, 1036)
+
+
+def test_same_owner_extends_racing_each_other_both_succeed(job):
+    # Another extend by the same holder only moves the expiry later: not a reason to retry (12
+    # threads resuming as one owner ran out of retries when the condition was "as read").
+    from durable_ledger.store import jobs as job_rows
+
+    _, lease = leases.acquire_lease("acme", "job-1", "w1", 30, now=1000)
+    assert job_rows.extend_lease(lease.id, 1, 1040, read_expiry=1030) == 1  # the other thread's
+    assert job_rows.extend_lease(lease.id, 1, 1041, read_expiry=1030) == 1  # this one, read before

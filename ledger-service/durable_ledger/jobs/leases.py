@@ -55,10 +55,11 @@ def acquire_lease(tenant, job_id, owner, ttl_s, takeover=False, actor="system", 
                 continue  # a concurrent first acquirer won; re-read and compete normally
         live = lease.expires_at > now_
         if live and lease.owner == owner:
-            # Extended only as it was read: a cancel's or a release's expiry landing in between
-            # is not undone (the job would be cancelled with a live lease); the loop then reads
-            # the lease expired and acquires it with the next token. (Not "expires_at > now":
-            # the cancel's own clock may be ahead of this one.)
+            # Extended only if nobody expired it since it was read: a cancel's or a release's
+            # expiry landing in between is not undone (the job would be cancelled with a live
+            # lease); the loop then reads the lease expired and acquires it with the next token.
+            # Not "expires_at > now" (the cancel's clock may be ahead of this one), and not "as
+            # read" (the same holder's concurrent extends would then starve each other).
             n = job_rows.extend_lease(lease.id, lease.fencing_token, now_ + ttl_s, read_expiry=lease.expires_at)
             if n == 1:
                 lease.expires_at = now_ + ttl_s

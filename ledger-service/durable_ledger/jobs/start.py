@@ -111,7 +111,7 @@ def _lease_txn(tenant, job, owner, ttl_s, takeover, actor, now, liveness):
         return lease
     live = lease.expires_at > now
     if live and lease.owner == owner:
-        # Extended only as it was read (a cancel's expiry in between stays): see leases.acquire_lease.
+        # Not if it was expired since it was read (a cancel's expiry stays): see leases.acquire_lease.
         _updated(job_rows.extend_lease(lease.id, lease.fencing_token, now + ttl_s, alive, read_expiry=lease.expires_at))
         lease.expires_at = now + ttl_s
         lease.live_until = alive if alive is not None else lease.live_until

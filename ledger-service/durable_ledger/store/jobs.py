@@ -132,13 +132,15 @@ def lease_by_pk(lease_pk):
 
 def extend_lease(lease_pk, token, expires_at, live_until=None, read_expiry=None):
     """The lease's expiry (and liveness, when given) moved, conditional on its token still being
-    ``token`` (and, with ``read_expiry``, on its expiry still being the one read): rows changed."""
+    ``token`` (and, with ``read_expiry``, on its expiry not having been moved back since it was
+    read: a release or a cancel sets it to their now, another extend of the same holder only
+    later): rows changed."""
     fields = {Lease.expires_at: expires_at}
     if live_until is not None:
         fields[Lease.live_until] = live_until
     held = (Lease.id == lease_pk) & (Lease.fencing_token == token)
     if read_expiry is not None:
-        held &= Lease.expires_at == read_expiry
+        held &= Lease.expires_at >= read_expiry
     return Lease.update(fields).where(held).execute()
 
 
