@@ -4,6 +4,7 @@ from flask import Blueprint, jsonify
 
 from .. import gate
 from ..jobs import operations as job_ops
+from ..jobs.leases import carried_heartbeat
 from ..jobs.serialize import event_dict, operation_dict
 from ..kernel import bodies
 from ..web import tracing
@@ -29,10 +30,21 @@ def _begin(who, body, cfg=None):
     return decide() if tracing.tracer is None else tracing.gate(body, decide)
 
 
+def _heartbeat(who, beat, job_id, token, cfg):
+    """The holder's heartbeat a begin or a confirm carries, renewed after the call's own work:
+    the node's beat beside that call, in its round trip (jobs/leases.py)."""
+    cfg = cfg or config()
+    return carried_heartbeat(who.tenant, job_id, beat["owner"], token, beat["live_s"], cfg.default_lease_ttl_s)
+
+
 @api(bp, "POST", "/begin", role="runner", summary="The gate: decide whether a side effect may be dispatched",
-     body=bodies.BeginSchema, hot=True)
+     body=bodies.BeginCallSchema, hot=True)
 def begin(who, body, cfg):
-    return _begin(who, body, cfg)
+    beat = body.pop("heartbeat")
+    answer = _begin(who, body, cfg)
+    if beat is not None:
+        answer["heartbeat"] = _heartbeat(who, beat, body["job_id"], body["fencing_token"], cfg)
+    return answer
 
 
 @api(bp, "POST", "/batch", role="runner",
@@ -52,10 +64,14 @@ def _op(op):
 
 
 @api(bp, "POST", "/<path:key>/confirm", role="runner", summary='Record a receipt', body=bodies.ConfirmSchema, hot=True)
-def confirm(who, body, key):
+def confirm(who, body, key, cfg=None):
     replies.check_cost(who, key, body["cost"])
-    return replies.outcome_dict(ops.confirm(who, key, body["fencing_token"], body["remote_id"], body["receipt"],
-                                            body["cost"]))
+    answer = replies.outcome_dict(ops.confirm(who, key, body["fencing_token"], body["remote_id"], body["receipt"],
+                                              body["cost"]))
+    if body["heartbeat"] is not None:
+        job_id = answer["operation"]["job_id"]
+        answer["heartbeat"] = _heartbeat(who, body["heartbeat"], job_id, body["fencing_token"], cfg)
+    return answer
 
 
 @api(bp, "POST", "/<path:key>/fail", role="runner", summary='Record a definitive failure', body=bodies.FailSchema)

@@ -155,6 +155,17 @@ def renew_lease(tenant, job_id, owner, fencing_token, ttl_s, now=None, live_s=No
     return job, store.lease_of(job.id)
 
 
+def carried_heartbeat(tenant, job_id, owner, fencing_token, live_s, ttl_s):
+    """A heartbeat carried by a begin or a confirm, after that call's own transaction: the same
+    renew, but it never fails the call it rides on (a beat's failure changes nothing: the
+    holder's next ledger call is fenced anyway). The answer tells the holder whether it landed."""
+    try:
+        _, lease = renew_lease(tenant, job_id, owner, fencing_token, ttl_s, live_s=live_s)
+    except LeaseLost as lost:
+        return {"held": False, "code": lost.code}
+    return {"held": True, "live_until": iso(lease.live_until)}
+
+
 def release_lease(tenant, job_id, owner, fencing_token, now=None):
     """Expire the lease now; the token high-water mark stays so old tokens remain stale."""
     job = get_job(tenant, job_id)

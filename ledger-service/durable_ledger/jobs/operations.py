@@ -17,6 +17,11 @@ def operation_events(op):
     return store.operation_events(op.id)
 
 
+def operations_in(job, states):
+    """The operations of a job already read, in ``states`` (no second read of the job)."""
+    return operations_of_job(job.id, states)
+
+
 def list_job_operations(tenant, job_id, states=None):
     job, _ = get_job_and_lease(tenant, job_id)
     return job, operations_of_job(job.id, states)

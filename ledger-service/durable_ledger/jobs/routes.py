@@ -43,8 +43,9 @@ def bump_version(who, body, job_id):
     return jsonify(job_dict(job, jobs.current_lease(job)))
 
 
-def _lease_body(job, lease):
-    _, pending = ops.list_job_operations(job.tenant, job.job_id, S.NEEDS_ATTENTION)
+def _lease_body(job, lease, created=False):
+    # A job made by this very request has no operations yet: nothing to read.
+    pending = [] if created else ops.operations_in(job, S.NEEDS_ATTENTION)
     out = lease_dict(lease)
     out["job"] = job_dict(job, lease)
     out["needs_reconcile"] = [operation_dict(op, job.job_id) for op in pending]
@@ -65,7 +66,7 @@ def start_job(who, body, job_id):
     """PUT /v1/jobs/{id} + POST .../lease + (a higher task_version) POST .../versions, in one transaction."""
     owner, ttl = body.pop("owner"), body.pop("ttl_s") or config().default_lease_ttl_s
     job, lease, created = start.start_job(who.tenant, job_id, owner, ttl, actor=who.actor, **body)
-    out = _lease_body(job, lease)
+    out = _lease_body(job, lease, created)
     out["created"] = created
     return jsonify(out), 201 if created else 200
 

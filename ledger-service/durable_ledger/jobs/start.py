@@ -84,7 +84,7 @@ def _start_txn(tenant, job_id, owner, ttl_s, takeover, spec, if_lower, actor, no
             f"job '{job_id}' is at task version {job.task_version}; version {asked} cannot be started again "
             f"(versions only go up): set Task Version to {job.task_version} or higher, or use a new Job ID",
             {"field": "task_version", "given": asked, "current": job.task_version})
-    lease = _lease_txn(tenant, job, owner, ttl_s, takeover, actor, now, liveness)
+    lease = _lease_txn(tenant, job, owner, ttl_s, takeover, actor, now, liveness, created)
     if asked > job.task_version:
         job = _version_txn(tenant, job, asked, actor, now)
     return job, lease, created
@@ -98,13 +98,13 @@ def _job_txn(tenant, job_id, spec, actor, now):
     return job_rows.insert_job(tenant, job_id, spec, actor, now), True
 
 
-def _lease_txn(tenant, job, owner, ttl_s, takeover, actor, now, liveness):
+def _lease_txn(tenant, job, owner, ttl_s, takeover, actor, now, liveness, created=False):
     """As `leases.acquire_lease`: same owner and live: extend, same token; another owner's live
     lease: refused unless ``takeover``; expired or taken over: the next token. With ``if_live``
     "wait", a holder still beating is not taken over (`_Live`): its liveness lapses within the
     ``live_s`` it asked for after its last heartbeat, then this takeover goes through."""
     alive = live_until(now, liveness["live_s"])
-    lease = store.lease_of(job.id)
+    lease = None if created else store.lease_of(job.id)  # a job inserted in this transaction has none
     if lease is None:
         lease = job_rows.insert_lease(job.id, owner, now + ttl_s, now, alive)
         job_rows.log_job_event(tenant, job.id, actor, "lease_acquired", {"owner": owner, "fencing_token": 1}, now)

@@ -126,7 +126,16 @@ class BeginSchema(Strict):
     approval_policy = fields.Nested(ApprovalPolicySchema, load_default=None, allow_none=True)
 
 
-class ConfirmSchema(Strict):
+class HeartbeatSchema(Strict):
+    """A heartbeat carried by a begin or a confirm (the holder's lease renewed with ``live_s``
+    after the call's own work, as POST /v1/jobs/{id}/lease/renew would): one round trip where a
+    Durable Step node made two. The call's fencing_token is the lease's."""
+    owner = f.owner(required=True)
+    live_s = f.live_s(required=True, allow_none=False, load_default=missing)
+
+
+class _ConfirmBody(Strict):
+    """A receipt's fields: the confirm route's and each of a batch's confirms."""
     sized = {"receipt": "max_receipt_bytes"}
 
     fencing_token = f.fencing_token()
@@ -135,7 +144,17 @@ class ConfirmSchema(Strict):
     cost = f.cost()
 
 
-class BatchConfirmSchema(ConfirmSchema):
+class BeginCallSchema(BeginSchema):
+    """POST /v1/operations/begin: the gate's question, and the holder's first heartbeat."""
+    heartbeat = fields.Nested(HeartbeatSchema, load_default=None, allow_none=True)
+
+
+class ConfirmSchema(_ConfirmBody):
+    """POST /v1/operations/{key}/confirm: a receipt, and the holder's handover heartbeat."""
+    heartbeat = fields.Nested(HeartbeatSchema, load_default=None, allow_none=True)
+
+
+class BatchConfirmSchema(_ConfirmBody):
     operation_key = f.operation_key(required=True)
 
 

@@ -132,7 +132,7 @@ def ttl_s(**kwargs):
 
 def live_s(**kwargs):
     """A holder's liveness from now (jobs/leases.py)."""
-    return number(0, 3600, load_default=None, allow_none=True, **kwargs)
+    return number(0, 3600, **{"load_default": None, "allow_none": True, **kwargs})
 
 
 def cost(**kwargs):
