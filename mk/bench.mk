@@ -45,7 +45,7 @@ bench:
 # The n8n server half alone (about 2 min): prints its JSON.
 bench-n8n-server:
 	@$(MAKE) --no-print-directory pipeline-deps >&2
-	@PYTHONPATH=tests/retry:stack $(PY) tests/bench/n8n_server_bench.py $(if $(BENCH_N8N_SERVER_OUT),--out $(BENCH_N8N_SERVER_OUT))
+	@PYTHONPATH=tests/retry:tests:stack $(PY) tests/bench/n8n_server_bench.py $(if $(BENCH_N8N_SERVER_OUT),--out $(BENCH_N8N_SERVER_OUT))
 
 bench-compare:
 	@test -n "$(BASELINE)" || { echo "usage: make bench-compare BASELINE=<git ref> [BENCH_ARGS=...]" >&2; exit 2; }

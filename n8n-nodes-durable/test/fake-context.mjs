@@ -132,7 +132,9 @@ export function makeContext({
 				const creds = additional?.credentialsDecrypted?.data ?? (await ctx.getCredentials(credentialName));
 				const headers = { ...(options.headers ?? {}), Authorization: `Bearer ${creds.token}` };
 				if (options.body !== undefined) headers['Content-Type'] = 'application/json';
-				calls.push({ method: options.method, url: options.url, body: options.body, headers: options.headers });
+				// sentAt / answeredAt (performance.now()): which ledger calls were in flight together
+				const call = { method: options.method, url: options.url, body: options.body, headers: options.headers, sentAt: performance.now() };
+				calls.push(call);
 				if (httpError) throw httpError(options); // as n8n's helper throws it (an AxiosError)
 				const res = await fetch(options.url, {
 					method: options.method,
@@ -141,6 +143,7 @@ export function makeContext({
 					signal: AbortSignal.timeout(options.timeout ?? 30000),
 				});
 				const text = await res.text();
+				call.answeredAt = performance.now();
 				let body = text;
 				try {
 					body = text ? JSON.parse(text) : {};

@@ -456,3 +456,90 @@ describe('gated http request: the same trigger twice at once (node 1.4, issue 37
 		assert.ok(Date.now() - began >= 1400, 'the duplicate waited for the holder');
 	});
 });
+
+describe('gated http request: the beats ride on the begin and the confirm (node 1.5)', () => {
+	const renewals = (calls) => calls.filter((c) => c.url.endsWith('/lease/renew'));
+	const ledgerCall = (calls, suffix) => calls.filter((c) => c.url.endsWith(suffix));
+	const liveFor = async (jobId) => {
+		const res = await fetch(`${ledger.url}/v1/jobs/${encodeURIComponent(jobId)}`, { headers: { Authorization: `Bearer ${RUNNER_TOKEN}` } });
+		const job = await res.json();
+		const lease = job.lease ?? job.job?.lease;
+		return (Date.parse(lease.live_until) - Date.now()) / 1000;
+	};
+	async function execution(jobId, items, credentials = creds) {
+		const owner = 'n8n-exec-80';
+		const { out: started } = await runNode({
+			items: [{ json: {} }],
+			credentials,
+			nodeVersion: 1.5,
+			executionId: owner,
+			params: { operation: 'startJob', jobId, taskVersion: 1, pipeline: 'generic', owner, startOptions: {} },
+		});
+		const job = started[0][0].json;
+		// one order per item: its own step
+		const params = gatedParams(job, 'ok', { action: (i, item) => `create_order_${item.json.order}`, gateOptions: { timeout: 5000 } });
+		return await runNode({ items: items.map((json) => ({ json: { ...json, ...job } })), credentials, nodeVersion: 1.5, executionId: owner, params });
+	}
+
+	test('one_item_costs_two_ledger_calls_the_begin_carries_the_first_beat_the_confirm_the_handover', async () => {
+		const jobId = `carried-${process.pid}`;
+		const { out, calls } = await execution(jobId, [{ order: 7 }]);
+		assert.equal(out[0].length, 1, JSON.stringify(out)); // Done
+		assert.equal(committed(jobId), 1);
+		assert.deepEqual(calls.map((c) => c.url.split('/').pop()), ['begin', 'confirm']);
+		assert.deepEqual(renewals(calls), []);
+		const [begin] = ledgerCall(calls, '/v1/operations/begin');
+		const [confirm] = ledgerCall(calls, '/confirm');
+		assert.deepEqual(begin.body.heartbeat, { owner: 'n8n-exec-80', live_s: 10 });
+		assert.deepEqual(confirm.body.heartbeat, { owner: 'n8n-exec-80', live_s: 3 });
+		const left = await liveFor(jobId);
+		assert.ok(left > 0 && left <= 3, `handed over: live ${left} s more, not 10`);
+	});
+
+	test('several_items_beat_on_their_own_and_hand_over_after_the_last_outcome', async () => {
+		const jobId = `carried-many-${process.pid}`;
+		const { out, calls } = await execution(jobId, [{ order: 1 }, { order: 2 }]);
+		assert.equal(out[0].length, 2, JSON.stringify(out));
+		assert.equal(committed(jobId), 2);
+		assert.deepEqual(renewals(calls).map((c) => c.body.live_s), [10, 3]);
+		const handover = renewals(calls)[1];
+		const confirms = ledgerCall(calls, '/confirm');
+		assert.equal(confirms.length, 2);
+		assert.ok(confirms.every((c) => c.answeredAt <= handover.sentAt), 'the handover follows every outcome');
+		const left = await liveFor(jobId);
+		assert.ok(left > 0 && left <= 3, `handed over: live ${left} s more`);
+	});
+
+	test('a_ledger_before_heartbeats_in_calls_gets_the_begin_again_without_and_separate_beats', async () => {
+		// The previous release's ledger in front of this one: its strict body schema refuses the
+		// field it does not know, with the answer it gives to any unknown field.
+		const older = http.createServer(async (req, res) => {
+			let raw = '';
+			for await (const chunk of req) raw += chunk;
+			const body = raw ? JSON.parse(raw) : undefined;
+			if (body?.heartbeat !== undefined) {
+				res.writeHead(422, { 'Content-Type': 'application/json' });
+				return res.end(JSON.stringify({ error: { code: 'validation_error', message: 'request validation failed', details: { fields: { heartbeat: ['Unknown field.'] } } } }));
+			}
+			const up = await fetch(`${ledger.url}${req.url}`, { method: req.method, headers: { Authorization: req.headers.authorization, 'Content-Type': 'application/json' }, body: raw || undefined });
+			res.writeHead(up.status, { 'Content-Type': 'application/json' });
+			res.end(await up.text());
+		});
+		await new Promise((r) => older.listen(0, '127.0.0.1', r));
+		try {
+			const jobId = `older-ledger-${process.pid}`;
+			const { out, calls } = await execution(jobId, [{ order: 7 }], { baseUrl: `http://127.0.0.1:${older.address().port}`, token: RUNNER_TOKEN });
+			assert.equal(out[0].length, 1, JSON.stringify(out)); // Done, nothing refused
+			assert.equal(committed(jobId), 1);
+			const begins = ledgerCall(calls, '/v1/operations/begin');
+			assert.equal(begins.length, 2);
+			assert.equal(begins[1].body.heartbeat, undefined);
+			assert.equal(ledgerCall(calls, '/confirm')[0].body.heartbeat, undefined);
+			assert.deepEqual(renewals(calls).map((c) => c.body.live_s), [10, 3]);
+			const left = await liveFor(jobId);
+			assert.ok(left > 0 && left <= 3, `handed over: live ${left} s more`);
+		} finally {
+			older.close();
+		}
+	});
+});

@@ -53,24 +53,24 @@ def _plain_step(i: int, remote_url: str) -> dict:
         "jsonBody": f"={{{{ JSON.stringify({{ order_id: {ORDER_ID} }}) }}}}", "options": {"timeout": 5000}})
 
 
-def _gated_step(i: int, remote_url: str) -> dict:
-    return _node(f"Create Draft {i}", DURABLE, 1.2, {
+def _gated_step(i: int, remote_url: str, version: float) -> dict:
+    return _node(f"Create Draft {i}", DURABLE, version, {
         "operation": "gatedRequest", "action": f"create_draft_{i}", "method": "POST", "url": f"{remote_url}/orders",
         "bodyType": "json", "jsonBody": f"={{{{ {{ order_id: {ORDER_ID} }} }}}}",
         "gateOptions": {"timeout": 5000}}, credentials={"durableLedgerApi": CRED_LEDGER})
 
 
-def workflow(kind: str, steps: int, remote_url: str) -> dict:
+def workflow(kind: str, steps: int, remote_url: str, version: float) -> dict:
     gated = kind.startswith("gated")
     webhook = _node("Webhook", "n8n-nodes-base.webhook", 2, {
         "httpMethod": "POST", "path": f"bench-{kind}", "responseMode": "onReceived", "options": {}},
         webhookId=str(uuid.uuid4()))
     nodes = [webhook]
     if gated:
-        nodes.append(_node("Start Job", DURABLE, 1.2, {"operation": "startJob", "jobId": "={{ $json.body.order_id }}"},
+        nodes.append(_node("Start Job", DURABLE, version, {"operation": "startJob", "jobId": "={{ $json.body.order_id }}"},
                            credentials={"durableLedgerApi": CRED_LEDGER}))
-    make = _gated_step if gated else _plain_step
-    nodes += [make(i + 1, remote_url) for i in range(steps)]
+    nodes += [_gated_step(i + 1, remote_url, version) if gated else _plain_step(i + 1, remote_url)
+              for i in range(steps)]
     for i, n in enumerate(nodes):
         n.update(id=str(uuid.uuid4()), position=[220 * i, 300])
     chain = [n["name"] for n in nodes]
@@ -163,6 +163,8 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=int(os.environ.get("DURABLE_BENCH_RUNS", "21")))
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--steps", type=int, default=int(os.environ.get("DURABLE_BENCH_STEPS", "5")))
+    ap.add_argument("--node-version", type=float, default=float(os.environ.get("DURABLE_BENCH_NODE_VERSION", "1.5")),
+                    help="the Durable Step node's typeVersion (1.5: what the editor adds today; 1.2: no liveness beats)")
     ap.add_argument("--out", default=None, help="also write the JSON here")
     args = ap.parse_args(argv)
     shapes = {"gated1": 1, "plain1": 1, "gatedN": args.steps, "plainN": args.steps}
@@ -171,7 +173,7 @@ def main(argv=None) -> int:
         stack = RetryStack(Path(tmp), say=lambda m: print(f"[bench n8n server] {m}", file=sys.stderr))
         try:
             stack.start()
-            stack.import_workflows([workflow(k, n, remote.url) for k, n in shapes.items()])
+            stack.import_workflows([workflow(k, n, remote.url, args.node_version) for k, n in shapes.items()])
             stack.start_server()
             stack.activate([f"bench{k}" for k in shapes], [f"bench-{k}" for k in shapes])
             bench = Bench(stack, remote, shapes)
@@ -179,6 +181,7 @@ def main(argv=None) -> int:
             for i in range(args.warmup + args.rounds):
                 bench.round(i, keep=i >= args.warmup)
             report = bench.report(args.steps, args.rounds, args.warmup)
+            report["node_version"] = args.node_version
             report["seconds"] = round(time.monotonic() - started, 1)
             report["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
         finally:

@@ -47,34 +47,81 @@ export async function beat(ctx: IExecuteFunctions, h: Holder, liveS: number): Pr
 }
 
 /**
- * Runs ``work`` while beating for ``holders`` every HEARTBEAT_MS; at its end leaves them live for
- * HANDOVER_S. The loop sleeps in short slices so that it ends with the work, not a beat later.
+ * The beats of one node's work. The first beat (LIVE_S) is sent by `beginBeating` at once, or was
+ * carried by the begin itself (``firstCarried``: the ledger renewed the lease in the begin's round
+ * trip). ``handOver`` stops the beats and leaves the holders live for HANDOVER_S: by a beat of its
+ * own (sent beside the outcome's request), or ``carried`` by the outcome's request; it resolves
+ * once no LIVE_S beat is in flight, so that none can land after the handover and stretch it.
  */
-export async function whileBeating<T>(ctx: IExecuteFunctions, holders: Holder[], work: () => Promise<T>): Promise<T> {
-	if (holders.length === 0) return await work();
-	let done = false;
-	let inflight: Promise<unknown> = Promise.all(holders.map(async (h) => await beat(ctx, h, LIVE_S)));
-	await inflight;
-	// The loop is not awaited at the end (that would cost up to a slice per node): it sees `done`
-	// within a slice and stops; only a beat already on its way is awaited, so that it cannot land
-	// after the handover beat and stretch the handover to LIVE_S.
+export interface Beats {
+	/** The first beat has been answered (or failed: a beat's failure changes nothing). */
+	ready: Promise<unknown>;
+	handOver(carried?: boolean): Promise<void>;
+	/** Awaited by `whileBeating`: the handover, by the node's end at the latest. */
+	done(): Promise<void>;
+}
+
+export function beginBeating(ctx: IExecuteFunctions, holders: Holder[], firstCarried = false): Beats {
+	const beatAll = async (liveS: number) => await Promise.all(holders.map(async (h) => await beat(ctx, h, liveS)));
+	let stopped = holders.length === 0;
+	const first: Promise<unknown> = stopped || firstCarried ? Promise.resolve() : beatAll(LIVE_S);
+	let inflight = first;
+	let quiet: Promise<void> | undefined;
+	let handover: Promise<unknown> | undefined;
+	// The loop is not awaited at the end (that would cost up to a slice per node): it sees
+	// `stopped` within a slice and stops.
 	void (async () => {
+		await first;
 		let since = 0;
-		while (!done) {
+		while (!stopped) {
 			await sleep(100);
 			since += 100;
-			if (!done && since >= HEARTBEAT_MS) {
+			if (!stopped && since >= HEARTBEAT_MS) {
 				since = 0;
-				inflight = Promise.all(holders.map(async (h) => await beat(ctx, h, LIVE_S)));
+				inflight = beatAll(LIVE_S);
 				await inflight;
 			}
 		}
 	})();
+	const handOver = async (carried = false) => {
+		if (quiet === undefined && holders.length > 0) {
+			stopped = true;
+			quiet = inflight.then(
+				() => undefined,
+				() => undefined,
+			);
+			handover = carried ? quiet : quiet.then(async () => await beatAll(HANDOVER_S));
+		}
+		await quiet;
+	};
+	return {
+		ready: first,
+		handOver,
+		done: async () => {
+			await first;
+			await handOver();
+			await handover;
+		},
+	};
+}
+
+/**
+ * Runs ``work`` while beating for ``holders`` every HEARTBEAT_MS; at its end (or when the work
+ * calls ``beats.handOver()``) leaves them live for HANDOVER_S. The work starts once the first beat
+ * has landed: a holder that works is live while it works. ``beats``: started earlier by
+ * `beginBeating` (beside the begin request).
+ */
+export async function whileBeating<T>(
+	ctx: IExecuteFunctions,
+	holders: Holder[],
+	work: (beats: Beats) => Promise<T>,
+	started?: Beats,
+): Promise<T> {
+	const beats = started ?? beginBeating(ctx, holders);
 	try {
-		return await work();
+		await beats.ready;
+		return await work(beats);
 	} finally {
-		done = true;
-		await inflight;
-		await Promise.all(holders.map(async (h) => await beat(ctx, h, HANDOVER_S)));
+		await beats.done();
 	}
 }

@@ -64,4 +64,9 @@ export interface SideEffect {
 /** Begin Step's prepared begin plus the side effect the node runs itself. */
 export interface GatedPrepared extends Prepared {
 	effect: SideEffect;
+	/**
+	 * Called once the side effect has answered, before its outcome is recorded (one item under
+	 * liveness, operation.ts): the handover heartbeat for the outcome's request to carry, if any.
+	 */
+	handover?: (verb: string) => Promise<IDataObject | undefined>;
 }

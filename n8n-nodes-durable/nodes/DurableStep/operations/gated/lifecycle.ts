@@ -56,14 +56,10 @@ async function performAndRecord(
 		? performed.json
 		: ('declared' in performed && performed.json) || item.json;
 	const answered = { json, pairedItem: { item: i } };
-	return recordAndRoute(
-		ctx,
-		i,
-		answered,
-		ticket.operation_key,
-		ticket.fencing_token,
-		outcomeOf(performed, ticket.fencing_token),
-	);
+	const outcome = outcomeOf(performed, ticket.fencing_token);
+	const heartbeat = await prepared.handover?.(outcome.verb);
+	if (heartbeat !== undefined) outcome.body.heartbeat = heartbeat;
+	return recordAndRoute(ctx, i, answered, ticket.operation_key, ticket.fencing_token, outcome);
 }
 
 /**

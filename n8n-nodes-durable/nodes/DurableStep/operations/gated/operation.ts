@@ -1,7 +1,7 @@
-import type { IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
+import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 import { asNodeError } from '../../errors';
-import { LIVENESS_FROM, holderOf, whileBeating, type Holder } from '../../liveness';
-import { ledgerSend } from '../../transport';
+import { HANDOVER_S, LIVE_S, LIVENESS_FROM, beginBeating, holderOf, whileBeating, type Beats, type Holder } from '../../liveness';
+import { ledgerSend, type LedgerAnswer } from '../../transport';
 import type { DurableOperation, StepResult } from '../../types';
 import { beginAll, type BeginSlot, type PrepareItem } from '../beginStep/batch';
 import type { GatedPrepared } from './effect';
@@ -9,22 +9,76 @@ import { runGated } from './lifecycle';
 
 type Answered = { result: StepResult } | { error: unknown };
 
+interface Begun {
+	slots: BeginSlot<GatedPrepared>[];
+	/** One item under liveness: its beats, the first one carried by the begin or sent beside it. */
+	beats?: Beats;
+	/** The ledger renews a lease in a begin's or a confirm's round trip (`heartbeat` in the body). */
+	carries?: IDataObject;
+}
+
+/** A begin refused only because the ledger does not know `heartbeat` (a ledger before it). */
+function heartbeatUnknown(answer: LedgerAnswer): boolean {
+	if (answer.ok || answer.refusal.code !== 'validation_error') return false;
+	const fields = (answer.refusal.details.fields ?? {}) as IDataObject;
+	return Object.keys(fields).length === 1 && fields.heartbeat !== undefined;
+}
+
 async function firstBegins(
 	ctx: IExecuteFunctions,
 	items: INodeExecutionData[],
 	prepareItem: PrepareItem<GatedPrepared>,
-): Promise<BeginSlot<GatedPrepared>[]> {
-	if (items.length !== 1) return beginAll(ctx, items, prepareItem);
+	beating: boolean,
+): Promise<Begun> {
+	if (items.length !== 1) return { slots: await beginAll(ctx, items, prepareItem) };
 	// One item (the common case): the single route, one round trip without the batch envelope.
 	let prepared: GatedPrepared;
 	try {
 		prepared = prepareItem(ctx, 0);
 	} catch (error) {
 		if (!ctx.continueOnFail()) throw asNodeError(ctx, error, 0);
-		return [{ error }];
+		return { slots: [{ error }] };
 	}
-	const sent = await ledgerSend(ctx, 'POST', '/v1/operations/begin', prepared.req.body, 0);
-	return ['unreachable' in sent ? { error: sent.unreachable(0) } : { prepared, first: sent.answer }];
+	const body = prepared.req.body;
+	if (!beating) {
+		const sent = await ledgerSend(ctx, 'POST', '/v1/operations/begin', body, 0);
+		return { slots: ['unreachable' in sent ? { error: sent.unreachable(0) } : { prepared, first: sent.answer }] };
+	}
+	// The first beat rides on the begin: the ledger renews the lease after the gate, in the same
+	// round trip (one ledger call, not two). It only says that this lease's holder is working,
+	// which it is whatever the begin answers; the side effect starts after both.
+	const holder = holderOf(ctx, items[0].json, prepared.req.jobId, prepared.req.token);
+	const carry = { owner: holder.owner };
+	let sent = await ledgerSend(ctx, 'POST', '/v1/operations/begin', { ...body, heartbeat: { ...carry, live_s: LIVE_S } }, 0);
+	if ('answer' in sent && heartbeatUnknown(sent.answer)) {
+		sent = await ledgerSend(ctx, 'POST', '/v1/operations/begin', body, 0); // a ledger before heartbeats in calls
+	}
+	if ('unreachable' in sent) return { slots: [{ error: sent.unreachable(0) }] };
+	const beat = sent.answer.ok ? (sent.answer.body.heartbeat as IDataObject | undefined) : undefined;
+	return {
+		slots: [{ prepared, first: sent.answer }],
+		beats: beginBeating(ctx, [holder], beat?.held === true),
+		carries: beat !== undefined ? carry : undefined,
+	};
+}
+
+/**
+ * The item's handover, once its side effect has answered: carried by its confirm when the ledger
+ * takes heartbeats in calls (no round trip of its own), else a beat beside the outcome's request.
+ * The holder is still live for HANDOVER_S while that request is made; one that takes longer and
+ * meets a takeover is settled by its own answer (the ledger's own_answer_after_takeover), never
+ * sent again.
+ */
+function handingOver(prepared: GatedPrepared, beats: Beats, carries: IDataObject | undefined): GatedPrepared {
+	const handover = async (verb: string): Promise<IDataObject | undefined> => {
+		if (carries !== undefined && verb === 'confirm') {
+			await beats.handOver(true);
+			return { ...carries, live_s: HANDOVER_S };
+		}
+		void beats.handOver(false);
+		return undefined;
+	};
+	return { ...prepared, handover };
 }
 
 /** The distinct leases (job, token) the begun items work under. */
@@ -48,25 +102,28 @@ function holdersOf(ctx: IExecuteFunctions, items: INodeExecutionData[], slots: B
  */
 export function gatedOperation(prepareItem: PrepareItem<GatedPrepared>): DurableOperation {
 	const answerAll = async (ctx: IExecuteFunctions, items: INodeExecutionData[]): Promise<Answered[]> => {
-		const slots = await firstBegins(ctx, items, prepareItem);
-		const answered: Answered[] = [];
 		// From 1.4 the node beats for the leases it works under while the side effects run
 		// (liveness.ts): a duplicate execution waits for it instead of fencing it out.
-		const holders = Number(ctx.getNode().typeVersion ?? 1) >= LIVENESS_FROM ? holdersOf(ctx, items, slots) : [];
-		await whileBeating(ctx, holders, async () => {
+		const beating = Number(ctx.getNode().typeVersion ?? 1) >= LIVENESS_FROM;
+		const { slots, beats, carries } = await firstBegins(ctx, items, prepareItem, beating);
+		const answered: Answered[] = [];
+		const holders = beating ? holdersOf(ctx, items, slots) : [];
+		await whileBeating(ctx, holders, async (running) => {
 			for (let i = 0; i < items.length; i++) {
 				const slot = slots[i];
 				if ('error' in slot) {
 					answered.push({ error: slot.error });
 					continue;
 				}
+				// One item: its side effect is the node's last, so its end hands over.
+				const prepared = items.length === 1 && beating ? handingOver(slot.prepared, running, carries) : slot.prepared;
 				try {
-					answered.push({ result: await runGated(ctx, i, items[i], slot.prepared, slot.first) });
+					answered.push({ result: await runGated(ctx, i, items[i], prepared, slot.first) });
 				} catch (error) {
 					answered.push({ error });
 				}
 			}
-		});
+		}, beats);
 		return answered;
 	};
 	const replay = (answered: Answered[], i: number) => {
