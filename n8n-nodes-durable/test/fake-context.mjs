@@ -65,6 +65,8 @@ export function makeContext({
 	httpError,
 	workflows = {},
 	mode = 'manual',
+	credentialId, // as n8n's node.credentials names it: { durableLedgerApi: { id, name } }
+	credentialReads = { count: 0 }, // shared by the nodes of one execution in a test
 }) {
 	const node = {
 		id: 'node-1',
@@ -74,11 +76,11 @@ export function makeContext({
 		position: [0, 0],
 		parameters: {},
 		...(onError ? { onError } : {}),
+		...(credentialId ? { credentials: { durableLedgerApi: { id: credentialId, name: 'Ledger' } } } : {}),
 	};
 	const calls = [];
 	const hints = [];
 	const subCalls = [];
-	const credentialReads = { count: 0 };
 	const ctx = {
 		getMode: () => mode,
 		/**

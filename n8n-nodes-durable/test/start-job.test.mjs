@@ -194,6 +194,30 @@ describe('start job in one ledger call', () => {
 		assert.equal(calls.filter((c) => c.endsWith('/lease')).length, 3);
 	});
 
+	test('the_nodes_of_one_execution_share_one_read_of_the_same_credential', async () => {
+		const { runNode } = await import('./fake-context.mjs');
+		const reads = { count: 0 };
+		const node = (execution, credentialId, jobId) =>
+			runNode({
+				items: [{ json: {} }],
+				credentials: creds,
+				nodeVersion: 1.5,
+				executionId: execution,
+				credentialId,
+				credentialReads: reads,
+				params: { operation: 'startJob', jobId, taskVersion: 1, pipeline: 'generic', owner: `n8n-exec-${execution}`, startOptions: {} },
+			});
+		await node('shared-1', 'cred-a', uniqueJob('shared-a'));
+		await node('shared-1', 'cred-a', uniqueJob('shared-b')); // the next node of the same execution
+		assert.equal(reads.count, 1);
+		await node('shared-2', 'cred-a', uniqueJob('shared-c')); // another execution reads again
+		await node('shared-2', 'cred-b', uniqueJob('shared-d')); // another credential too
+		assert.equal(reads.count, 3);
+		await node('shared-3', undefined, uniqueJob('shared-e')); // no credential id known: per node
+		await node('shared-3', undefined, uniqueJob('shared-f'));
+		assert.equal(reads.count, 5);
+	});
+
 	test('start_job_reads_the_ledger_credential_once_per_execution', async () => {
 		const { items, calls, reads } = await startOn('current', uniqueJob('reads'), { items: 3, execution: '90' });
 		assert.deepEqual([items.length, calls.length, reads], [3, 3, 1]);
