@@ -108,8 +108,8 @@ export function beginBeating(ctx: IExecuteFunctions, holders: Holder[], firstCar
 /**
  * Runs ``work`` while beating for ``holders`` every HEARTBEAT_MS; at its end (or when the work
  * calls ``beats.handOver()``) leaves them live for HANDOVER_S. The work starts once the first beat
- * has landed: a holder that works is live while it works. ``beats``: started earlier by
- * `beginBeating` (beside the begin request).
+ * has landed: a holder that works is live while it works. ``started``: the beats `beginBeating`
+ * began with the begin (its first beat carried by the begin, or sent beside it).
  */
 export async function whileBeating<T>(
 	ctx: IExecuteFunctions,
