@@ -187,17 +187,6 @@ class MailServer:
                 raise RuntimeError(f"IMAP SEARCH: {typ} {data}")
             return len(data[0].split())
 
-    def imap_subjects(self) -> list[str]:
-        with imaplib.IMAP4("127.0.0.1", self.state["imap_port"]) as imap:
-            imap.login(self.state["user"], self.state["password"])
-            imap.select("INBOX", readonly=True)
-            _t, data = imap.search(None, "ALL")
-            out = []
-            for num in data[0].split():
-                _t, msg = imap.fetch(num, "(BODY.PEEK[HEADER.FIELDS (SUBJECT)])")
-                out.append(msg[0][1].decode().split(":", 1)[1].strip())
-            return out
-
     def imap_messages(self) -> list:
         """Every message of the catch-all INBOX as received (email.message.EmailMessage), oldest first."""
         from email import message_from_bytes, policy
