@@ -8,7 +8,7 @@ import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { RESUMABLE_WAIT, runNode, workflow } from './fake-context.mjs';
+import { RESUMABLE_WAIT, runNode, workflow, runStartJob } from './fake-context.mjs';
 import { APPROVER_TOKEN, RUNNER_TOKEN, startLedger } from './ledger.mjs';
 
 let ledger;
@@ -28,12 +28,7 @@ after(async () => {
 const one = (json = {}) => [{ json }];
 
 async function startJob(jobId) {
-	const { out } = await runNode({
-		items: one(),
-		credentials: creds,
-		params: { operation: 'startJob', jobId, taskVersion: 1, pipeline: 'generic', owner: 'exec-A', startOptions: {} },
-	});
-	return out[0][0].json;
+	return (await runStartJob(creds, jobId, { owner: 'exec-A' })).out[0][0].json;
 }
 
 const beginParams = (jobId, token, extra = {}) => ({

@@ -1,7 +1,7 @@
 // Unit tests of the Durable Step node: a fake IExecuteFunctions, a REAL ledger service.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { DurableLedgerApi, DurableStep, RESUMABLE_WAIT, makeContext, runNode, workflow } from './fake-context.mjs';
+import { DurableLedgerApi, DurableStep, RESUMABLE_WAIT, makeContext, runNode, workflow, runStartJob } from './fake-context.mjs';
 import { RUNNER_TOKEN, startLedger } from './ledger.mjs';
 
 let ledger;
@@ -19,13 +19,8 @@ after(async () => {
 
 const one = (json = {}) => [{ json }];
 
-async function startJob(jobId, extra = {}) {
-	const { out } = await runNode({
-		items: one(),
-		credentials: creds,
-		params: { operation: 'startJob', jobId, taskVersion: 1, pipeline: 'generic', owner: 'exec-A', startOptions: {}, ...extra },
-	});
-	return out[0][0].json;
+async function startJob(jobId, { owner = 'exec-A', ...options } = {}) {
+	return (await runStartJob(creds, jobId, { owner, ...options })).out[0][0].json;
 }
 
 function beginParams(jobId, token, extra = {}) {

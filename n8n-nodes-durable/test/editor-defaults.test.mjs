@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import { createRequire } from 'node:module';
 import { after, before, describe, test } from 'node:test';
-import { runNode } from './fake-context.mjs';
+import { runNode, runStartJob } from './fake-context.mjs';
 import { RUNNER_TOKEN, startLedger } from './ledger.mjs';
 
 const require = createRequire(import.meta.url);
@@ -57,14 +57,8 @@ after(async () => {
 const written = (jobId) => remote.commits.filter((c) => c.idempotency_key?.includes(`:${jobId}:`)).length;
 
 async function startJob(jobId, owner, startOptions = {}) {
-	const { out } = await runNode({
-		items: [{ json: { body: { order_id: jobId } } }],
-		credentials: creds,
-		nodeVersion: 1.5,
-		executionId: owner,
-		params: { operation: 'startJob', jobId, taskVersion: 1, pipeline: 'generic', owner: `n8n-exec-${owner}`, startOptions },
-	});
-	return out;
+	const items = [{ json: { body: { order_id: jobId } } }];
+	return (await runStartJob(creds, jobId, { version: 1.5, execution: owner, startOptions, items })).out;
 }
 
 /** Gated HTTP Request as the node search adds it: only the action, the URL and the body set. */

@@ -171,3 +171,17 @@ export async function runNode(options) {
 	const out = await new DurableStep().execute.call(ctx);
 	return { out, calls, hints, subCalls, credentialReads: credentialReads.count };
 }
+
+/**
+ * One Start Job node execution against the ledger of ``credentials``: runNode's answer. The lease
+ * owner is ``owner`` if given, else the execution's (`n8n-exec-<execution>`, as n8n names it).
+ */
+export async function runStartJob(credentials, jobId, { version = 1, execution = 'exec-1', owner, taskVersion = 1, pipeline = 'generic', startOptions = {}, items = [{ json: {} }] } = {}) {
+	return await runNode({
+		items,
+		credentials,
+		nodeVersion: version,
+		executionId: execution,
+		params: { operation: 'startJob', jobId, taskVersion, pipeline, owner: owner ?? `n8n-exec-${execution}`, startOptions },
+	});
+}

@@ -7,7 +7,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { DurableLedgerApi, DurableStep, runNode } from './fake-context.mjs';
+import { DurableLedgerApi, DurableStep, runNode, runStartJob } from './fake-context.mjs';
 import { APPROVER_TOKEN, EDITOR_TOKEN, OTHER_TENANT_RUNNER_TOKEN, RUNNER_TOKEN, TENANT, startLedger } from './ledger.mjs';
 
 const require = createRequire(import.meta.url);
@@ -32,14 +32,7 @@ after(async () => {
 
 /** Start Job with its defaults (owner = this execution), as a new 1.2 node has them. */
 async function startJob(jobId, executionId) {
-	const { out } = await runNode({
-		items: [{ json: {} }],
-		credentials: creds,
-		nodeVersion: V,
-		executionId,
-		params: { operation: 'startJob', jobId, taskVersion: 1, pipeline: 'generic', owner: `n8n-exec-${executionId}`, startOptions: { takeover: true } },
-	});
-	return out[0][0];
+	return (await runStartJob(creds, jobId, { version: V, execution: executionId, startOptions: { takeover: true } })).out[0][0];
 }
 
 /** Begin Step right after Start Job with nothing set but Action (the 1.2 defaults). */

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import http from 'node:http';
 import { after, before, describe, test } from 'node:test';
-import { runNode } from './fake-context.mjs';
+import { runNode, runStartJob } from './fake-context.mjs';
 import { RUNNER_TOKEN, startLedger } from './ledger.mjs';
 
 let ledger;
@@ -100,13 +100,7 @@ after(async () => {
 });
 
 async function startJob(jobId, owner = 'exec-A') {
-	const { out } = await runNode({
-		items: [{ json: {} }],
-		credentials: creds,
-		nodeVersion: 1.2,
-		params: { operation: 'startJob', jobId, taskVersion: 1, pipeline: 'generic', owner, startOptions: {} },
-	});
-	return out[0][0].json;
+	return (await runStartJob(creds, jobId, { version: 1.2, owner })).out[0][0].json;
 }
 
 function gatedParams(job, mode, extra = {}) {
@@ -428,13 +422,7 @@ describe('gated http request', () => {
 
 describe('gated http request: the same trigger twice at once (node 1.4, issue 37)', () => {
 	async function execution(jobId, owner) {
-		const { out: started } = await runNode({
-			items: [{ json: {} }],
-			credentials: creds,
-			nodeVersion: 1.4,
-			executionId: owner,
-			params: { operation: 'startJob', jobId, taskVersion: 1, pipeline: 'generic', owner, startOptions: {} },
-		});
+		const { out: started } = await runStartJob(creds, jobId, { version: 1.4, execution: owner, owner });
 		const job = started[0][0].json;
 		const params = gatedParams(job, 'hang', { gateOptions: { timeout: 5000 } });
 		const { out } = await runNode({ items: [{ json: { order: 7, ...job } }], credentials: creds, nodeVersion: 1.4, executionId: owner, params });
@@ -468,13 +456,7 @@ describe('gated http request: the beats ride on the begin and the confirm (node 
 	};
 	async function execution(jobId, items, credentials = creds) {
 		const owner = 'n8n-exec-80';
-		const { out: started } = await runNode({
-			items: [{ json: {} }],
-			credentials,
-			nodeVersion: 1.5,
-			executionId: owner,
-			params: { operation: 'startJob', jobId, taskVersion: 1, pipeline: 'generic', owner, startOptions: {} },
-		});
+		const { out: started } = await runStartJob(credentials, jobId, { version: 1.5, execution: owner, owner });
 		const job = started[0][0].json;
 		// one order per item: its own step
 		const params = gatedParams(job, 'ok', { action: (i, item) => `create_order_${item.json.order}`, gateOptions: { timeout: 5000 } });

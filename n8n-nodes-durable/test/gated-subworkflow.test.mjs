@@ -2,7 +2,7 @@
 // context's executeWorkflow, writing to an in-memory "remote" that counts what it committed.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { runNode } from './fake-context.mjs';
+import { runNode, runStartJob } from './fake-context.mjs';
 import { RUNNER_TOKEN, startLedger } from './ledger.mjs';
 
 let ledger;
@@ -93,13 +93,7 @@ after(async () => {
 });
 
 async function startJob(jobId, owner = 'exec-A') {
-	const { out } = await runNode({
-		items: [{ json: {} }],
-		credentials: creds,
-		nodeVersion: 1.2,
-		params: { operation: 'startJob', jobId, taskVersion: 1, pipeline: 'generic', owner, startOptions: {} },
-	});
-	return out[0][0].json;
+	return (await runStartJob(creds, jobId, { version: 1.2, owner })).out[0][0].json;
 }
 
 const rl = (id) => ({ __rl: true, mode: 'list', value: id, cachedResultName: `Sub ${id}` });

@@ -3,7 +3,7 @@
 // a higher version of the job and refuses a lower one; lease_held names the option and an ISO time.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { runNode } from './fake-context.mjs';
+import { runNode, runStartJob } from './fake-context.mjs';
 import { RUNNER_TOKEN, startLedger } from './ledger.mjs';
 
 let ledger;
@@ -22,13 +22,7 @@ after(async () => {
 const path = (c) => `${c.method} ${new URL(c.url).pathname}`;
 
 async function startJob(jobId, { version = 1.2, execution = '1', taskVersion = 1, startOptions = {} } = {}) {
-	const { out, calls } = await runNode({
-		items: [{ json: {} }],
-		credentials: creds,
-		nodeVersion: version,
-		executionId: execution,
-		params: { operation: 'startJob', jobId, taskVersion, pipeline: 'generic', owner: `n8n-exec-${execution}`, startOptions },
-	});
+	const { out, calls } = await runStartJob(creds, jobId, { version, execution, taskVersion, startOptions });
 	return { json: out[0][0].json, calls };
 }
 

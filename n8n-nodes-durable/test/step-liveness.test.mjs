@@ -5,7 +5,7 @@
 // A fake IExecuteFunctions, a REAL ledger: the lease's live_until is read back from the ledger.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { runNode } from './fake-context.mjs';
+import { runNode, runStartJob } from './fake-context.mjs';
 import { RUNNER_TOKEN, startLedger } from './ledger.mjs';
 
 let ledger;
@@ -24,14 +24,7 @@ after(async () => {
 const renewals = (calls) => calls.filter((c) => c.method === 'POST' && c.url.endsWith('/lease/renew')).map((c) => c.body);
 
 async function startJob(jobId, execution) {
-	const { out } = await runNode({
-		items: [{ json: { order: 7 } }],
-		credentials: creds,
-		nodeVersion: 1.5,
-		executionId: execution,
-		params: { operation: 'startJob', jobId, taskVersion: 1, pipeline: 'generic', owner: `n8n-exec-${execution}`, startOptions: {} },
-	});
-	return out[0][0];
+	return (await runStartJob(creds, jobId, { version: 1.5, execution, items: [{ json: { order: 7 } }] })).out[0][0];
 }
 
 async function beginStep(item, version, execution) {
