@@ -71,13 +71,16 @@ describe('Begin Step and Record Outcome beat (node 1.5, issue 37)', () => {
 		const begun = await beginStep(start, 1.5, '70');
 		const proceed = begun.out[0][0].json.durable;
 		assert.equal(proceed.decision, 'dispatch');
-		assert.deepEqual(renewals(begun.calls), [{ owner: 'n8n-exec-70', fencing_token: start.json.fencing_token, live_s: 10 }]);
+		// the beat rides on the begin: one ledger call, no renew of its own
+		assert.deepEqual(begun.calls.map((c) => c.url.split('/').pop()), ['begin']);
+		assert.deepEqual(begun.calls[0].body.heartbeat, { owner: 'n8n-exec-70', live_s: 10 });
 		const afterBegin = await liveFor(jobId);
 		assert.ok(afterBegin > 8 && afterBegin <= 10.5, `live for ${afterBegin} s after Begin Step`);
 
 		const recorded = await recordOutcome(proceed, 1.5, '70');
 		assert.equal(recorded.out[0][0].json.durable.decision, 'recorded');
-		assert.deepEqual(renewals(recorded.calls), [{ owner: 'n8n-exec-70', fencing_token: start.json.fencing_token, live_s: 3 }]);
+		assert.deepEqual(recorded.calls.map((c) => c.url.split('/').pop()), ['confirm']);
+		assert.deepEqual(recorded.calls[0].body.heartbeat, { owner: 'n8n-exec-70', live_s: 3 });
 		const afterRecord = await liveFor(jobId);
 		assert.ok(afterRecord > 1 && afterRecord <= 3.5, `live for ${afterRecord} s after Record Outcome`);
 	});
@@ -90,7 +93,10 @@ describe('Begin Step and Record Outcome beat (node 1.5, issue 37)', () => {
 		const again = await startJob(jobId, '72');
 		const begun = await beginStep(again, 1.5, '72');
 		assert.equal(begun.out[1][0].json.durable.decision, 'reuse_receipt');
+		// the begin carried 10 s (it could have been dispatched); not dispatched, the node hands over
 		assert.deepEqual(renewals(begun.calls), [{ owner: 'n8n-exec-72', fencing_token: again.json.fencing_token, live_s: 3 }]);
+		const left = await liveFor(jobId);
+		assert.ok(left > 1 && left <= 3.5, `live for ${left} s after a done-before Begin Step`);
 	});
 
 	test('begin_step_and_record_outcome_before_1_5_send_no_heartbeat', async () => {
@@ -98,7 +104,25 @@ describe('Begin Step and Record Outcome beat (node 1.5, issue 37)', () => {
 		const start = await startJob(jobId, '73');
 		const begun = await beginStep(start, 1.4, '73');
 		assert.deepEqual(renewals(begun.calls), []);
+		assert.equal(begun.calls[0].body.heartbeat, undefined);
 		const recorded = await recordOutcome(begun.out[0][0].json.durable, 1.4, '73');
 		assert.deepEqual(renewals(recorded.calls), []);
+		assert.equal(recorded.calls[0].body.heartbeat, undefined);
+	});
+
+	test('a_failure_recorded_by_record_outcome_hands_over_by_a_beat_of_its_own', async () => {
+		const jobId = uniqueJob('steps-fail');
+		const start = await startJob(jobId, '74');
+		const proceed = (await beginStep(start, 1.5, '74')).out[0][0].json.durable;
+		const { calls } = await runNode({
+			items: [{ json: { durable: proceed } }],
+			credentials: creds,
+			nodeVersion: 1.5,
+			executionId: '74',
+			params: { operation: 'recordOutcome', operationKey: proceed.operation_key, fencingToken: proceed.fencing_token, outcome: 'fail', retryable: true, errorMessage: 'refused', needsAttention: 'route' },
+		});
+		assert.deepEqual(calls.map((c) => c.url.split('/').pop()), ['fail', 'renew']);
+		assert.equal(calls[0].body.heartbeat, undefined);
+		assert.equal(calls[1].body.live_s, 3);
 	});
 });

@@ -1,6 +1,6 @@
 import type { IDataObject, IExecuteFunctions } from 'n8n-workflow';
 import { sleep } from 'n8n-workflow';
-import { jobPath, ledgerSend } from './transport';
+import { jobPath, ledgerSend, type LedgerSent } from './transport';
 
 /**
  * The holder's liveness (the ledger's side is jobs/leases.py). Temporal's activity
@@ -44,6 +44,58 @@ export async function beat(ctx: IExecuteFunctions, h: Holder, liveS: number): Pr
 	const body = { owner: h.owner, fencing_token: h.token, live_s: liveS };
 	const sent = await ledgerSend(ctx, 'POST', jobPath(h.jobId, '/lease/renew'), body, 0).catch(() => null);
 	return sent !== null && 'answer' in sent && sent.answer.ok;
+}
+
+/**
+ * The heartbeats that rode on a begin or a confirm of this node execution (job and token ->
+ * live_s), so that Begin Step's and Record Outcome's beats after the fact (router.ts) are not sent
+ * a second time.
+ */
+const carriedBeats = new WeakMap<object, Map<string, number>>();
+
+export function noteCarried(ctx: IExecuteFunctions, jobId: string, token: number, liveS: number): void {
+	let beats = carriedBeats.get(ctx);
+	if (beats === undefined) carriedBeats.set(ctx, (beats = new Map()));
+	beats.set(`${jobId}\u0000${token}`, liveS);
+}
+
+export function wasCarried(ctx: IExecuteFunctions, jobId: string, token: number, liveS: number): boolean {
+	return carriedBeats.get(ctx)?.get(`${jobId}\u0000${token}`) === liveS;
+}
+
+/** A call refused only because the ledger does not know `heartbeat` (a ledger before it): 422 naming it alone. */
+function heartbeatUnknown(sent: LedgerSent): boolean {
+	if (!('answer' in sent) || sent.answer.ok || sent.answer.refusal.code !== 'validation_error') return false;
+	const fields = (sent.answer.refusal.details.fields ?? {}) as IDataObject;
+	return Object.keys(fields).length === 1 && fields.heartbeat !== undefined;
+}
+
+export interface Carrying {
+	sent: LedgerSent;
+	/** The ledger takes heartbeats in calls (its answer has `heartbeat`). */
+	supported: boolean;
+	/** The beat landed: the lease is this holder's, live for ``live_s`` from now. */
+	held: boolean;
+}
+
+/**
+ * A begin or a confirm carrying the holder's heartbeat (`heartbeat: {owner, live_s}`): the ledger
+ * renews the lease after the call's own work, in its round trip, instead of in a renew of its own.
+ * A ledger without the field refuses it (422): the call is then sent again without it, and the
+ * caller beats on the renew route as before.
+ */
+export async function sendCarrying(
+	ctx: IExecuteFunctions,
+	path: string,
+	body: IDataObject,
+	owner: string,
+	liveS: number,
+	i: number,
+): Promise<Carrying> {
+	let sent = await ledgerSend(ctx, 'POST', path, { ...body, heartbeat: { owner, live_s: liveS } }, i);
+	if (heartbeatUnknown(sent)) sent = await ledgerSend(ctx, 'POST', path, body, i);
+	const beat = 'answer' in sent && sent.answer.ok ? (sent.answer.body.heartbeat as IDataObject | undefined) : undefined;
+	return { sent, supported: beat !== undefined, held: beat?.held === true };
 }
 
 /**

@@ -2,7 +2,7 @@ import type { IDataObject, IExecuteFunctions, INodeExecutionData, INodeParameter
 import { attentionError, routesAttention } from './attention';
 import { asNodeError } from './errors';
 import { EDITOR_DEFAULTS_FROM } from './editorDefaults';
-import { HANDOVER_S, LIVE_S, beat, holderOf, type Holder } from './liveness';
+import { HANDOVER_S, LIVE_S, beat, holderOf, wasCarried, type Holder } from './liveness';
 import { OUTPUT_ROUTES, configuredOutputs } from './outputs';
 import { doneBeforeDefault } from './operations/gated/fields';
 import { CREDENTIAL_NAME } from './transport';
@@ -73,7 +73,9 @@ async function beatForSteps(ctx: IExecuteFunctions, name: string, outputs: INode
 		if (!known) holders.set(key, { holder: holderOf(ctx, ctx.getInputData()[0]?.json ?? {}, jobId, token), liveS });
 		else known.liveS = Math.max(known.liveS, liveS);
 	}
-	await Promise.all([...holders.values()].map(async ({ holder, liveS }) => await beat(ctx, holder, liveS)));
+	// A beat that rode on the node's begin or confirm (liveness.ts sendCarrying) is not sent again.
+	const due = [...holders.values()].filter(({ holder, liveS }) => !wasCarried(ctx, holder.jobId, holder.token, liveS));
+	await Promise.all(due.map(async ({ holder, liveS }) => await beat(ctx, holder, liveS)));
 }
 
 /** Answers every input item with the operation and puts each on the output its answer names. */

@@ -1,7 +1,17 @@
 import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 import { asNodeError } from '../../errors';
-import { HANDOVER_S, LIVE_S, LIVENESS_FROM, beginBeating, holderOf, whileBeating, type Beats, type Holder } from '../../liveness';
-import { ledgerSend, type LedgerAnswer } from '../../transport';
+import {
+	HANDOVER_S,
+	LIVE_S,
+	LIVENESS_FROM,
+	beginBeating,
+	holderOf,
+	sendCarrying,
+	whileBeating,
+	type Beats,
+	type Holder,
+} from '../../liveness';
+import { ledgerSend } from '../../transport';
 import type { DurableOperation, StepResult } from '../../types';
 import { beginAll, type BeginSlot, type PrepareItem } from '../beginStep/batch';
 import type { GatedPrepared } from './effect';
@@ -15,13 +25,6 @@ interface Begun {
 	beats?: Beats;
 	/** The ledger renews a lease in a begin's or a confirm's round trip (`heartbeat` in the body). */
 	carries?: IDataObject;
-}
-
-/** A begin refused only because the ledger does not know `heartbeat` (a ledger before it). */
-function heartbeatUnknown(answer: LedgerAnswer): boolean {
-	if (answer.ok || answer.refusal.code !== 'validation_error') return false;
-	const fields = (answer.refusal.details.fields ?? {}) as IDataObject;
-	return Object.keys(fields).length === 1 && fields.heartbeat !== undefined;
 }
 
 async function firstBegins(
@@ -48,17 +51,12 @@ async function firstBegins(
 	// round trip (one ledger call, not two). It only says that this lease's holder is working,
 	// which it is whatever the begin answers; the side effect starts after both.
 	const holder = holderOf(ctx, items[0].json, prepared.req.jobId, prepared.req.token);
-	const carry = { owner: holder.owner };
-	let sent = await ledgerSend(ctx, 'POST', '/v1/operations/begin', { ...body, heartbeat: { ...carry, live_s: LIVE_S } }, 0);
-	if ('answer' in sent && heartbeatUnknown(sent.answer)) {
-		sent = await ledgerSend(ctx, 'POST', '/v1/operations/begin', body, 0); // a ledger before heartbeats in calls
-	}
+	const { sent, supported, held } = await sendCarrying(ctx, '/v1/operations/begin', body, holder.owner, LIVE_S, 0);
 	if ('unreachable' in sent) return { slots: [{ error: sent.unreachable(0) }] };
-	const beat = sent.answer.ok ? (sent.answer.body.heartbeat as IDataObject | undefined) : undefined;
 	return {
 		slots: [{ prepared, first: sent.answer }],
-		beats: beginBeating(ctx, [holder], beat?.held === true),
-		carries: beat !== undefined ? carry : undefined,
+		beats: beginBeating(ctx, [holder], held),
+		carries: supported ? { owner: holder.owner } : undefined,
 	};
 }
 

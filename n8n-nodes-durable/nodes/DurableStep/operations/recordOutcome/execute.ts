@@ -1,7 +1,9 @@
 import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 import { fencingToken, requiredString } from '../../params';
 import { explainOwn } from '../../reasons';
-import { ledgerRequest, operationPath, refusalError, type LedgerRefusal } from '../../transport';
+import { EDITOR_DEFAULTS_FROM } from '../../editorDefaults';
+import { HANDOVER_S, holderOf, noteCarried, sendCarrying } from '../../liveness';
+import { ledgerRequest, operationPath, refusalError, type LedgerAnswer, type LedgerRefusal } from '../../transport';
 import { DONE, NEEDS_ATTENTION, PROCEED, type DurableOperation, type StepResult } from '../../types';
 import { outcomeRequest, type OutcomeRequest } from './request';
 
@@ -53,6 +55,27 @@ function staleAttention(item: INodeExecutionData, verb: string, key: string, tok
 }
 
 /**
+ * The outcome's request. ``handover`` (Record Outcome 1.5: the holder's owner): a confirm carries
+ * the holder's HANDOVER_S heartbeat, so that the beat after the node (router.ts) is not sent.
+ */
+async function send(
+	ctx: IExecuteFunctions,
+	i: number,
+	key: string,
+	token: number,
+	verb: string,
+	body: IDataObject,
+	handover: string | undefined,
+): Promise<LedgerAnswer> {
+	if (handover === undefined || verb !== 'confirm') return await ledgerRequest(ctx, 'POST', operationPath(key, verb), body, i);
+	const { sent, held } = await sendCarrying(ctx, operationPath(key, verb), body, handover, HANDOVER_S, i);
+	if ('unreachable' in sent) throw sent.unreachable(i);
+	const operation = sent.answer.ok ? ((sent.answer.body.operation as IDataObject) ?? {}) : {};
+	if (held && typeof operation.job_id === 'string') noteCarried(ctx, operation.job_id, token, HANDOVER_S);
+	return sent.answer;
+}
+
+/**
  * Sends one step's outcome (`POST /v1/operations/{key}/{verb}`) and routes the answer: Done for a
  * confirmed step, Needs Attention otherwise (1.1 and later; version 1 answers on Proceed). Record
  * Outcome and the one-node operations (operations/gated) share it, so an outcome is read the same
@@ -65,9 +88,10 @@ export async function recordAndRoute(
 	key: string,
 	token: number,
 	{ verb, body, failure }: OutcomeRequest,
+	handover?: string,
 ): Promise<StepResult> {
 	const v11 = Number(ctx.getNode().typeVersion ?? 1) >= 1.1;
-	const sent = await ledgerRequest(ctx, 'POST', operationPath(key, verb), body, i);
+	const sent = await send(ctx, i, key, token, verb, body, handover);
 	if (!sent.ok) {
 		if (v11 && sent.refusal.code === 'stale_fencing_token') return staleAttention(item, verb, key, token, sent.refusal);
 		throw refusalError(ctx, sent.refusal, i, `Recording the outcome of ${key}`);
@@ -102,7 +126,10 @@ export async function recordOutcomeItem(
 ): Promise<StepResult> {
 	const key = requiredString(ctx, 'operationKey', i, 'Operation Key');
 	const token = fencingToken(ctx, i);
-	return recordAndRoute(ctx, i, item, key, token, outcomeRequest(ctx, i, item, token));
+	const request = outcomeRequest(ctx, i, item, token);
+	const handover =
+		Number(ctx.getNode().typeVersion ?? 1) >= EDITOR_DEFAULTS_FROM ? holderOf(ctx, item.json, '', token).owner : undefined;
+	return recordAndRoute(ctx, i, item, key, token, request, handover);
 }
 
 export const recordOutcome: DurableOperation = { gate: false, start: async () => recordOutcomeItem };
