@@ -151,18 +151,21 @@ def sync_problem(model, rows=None):
 
 
 def db_leases(now=None):
-    """{job name: (fencing token, owner, live)} of every lease row (live: not expired)."""
+    """{job name: (fencing token, owner, live, working)} of every lease row (live: not expired;
+    working: live and its holder's heartbeat says it works, live_until ahead; jobs/leases.py)."""
     now = time.time() if now is None else now
-    return {lease.job.job_id: (lease.fencing_token, lease.owner, lease.expires_at > now)
+    return {lease.job.job_id: (lease.fencing_token, lease.owner, lease.expires_at > now,
+                               lease.expires_at > now and (lease.live_until or 0) > now)
             for lease in Lease.select(Lease, Job).join(Job)}
 
 
 def lease_problem(model, leases=None):
-    """None when the leases are what the model holds; else what differs. Racing takeovers,
-    leases and cancels can leave the same operation rows in orders that hand out different
-    tokens, so a race's serial order is chosen on both."""
+    """None when the leases are what the model holds (token, owner, live, working); else what
+    differs. Checked after every step; racing takeovers, leases and cancels can leave the same
+    operation rows in orders that hand out different tokens, so a race's serial order is chosen
+    on both."""
     leases = db_leases() if leases is None else leases
-    want = {n: (j.token, j.owner, j.live) for n, j in model.jobs.items() if n in leases}
+    want = {n: (j.token, j.owner, j.live, j.working) for n, j in model.jobs.items() if n in leases}
     got = {n: leases[n] for n in want}
     if got == want:
         return None

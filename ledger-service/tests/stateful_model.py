@@ -113,6 +113,7 @@ class Outcome:
     expect: object  # Ok or Err
     apply: object = None  # fn(model) -> None, the state change when this answer is the one given
     dispatched: tuple | None = None  # (key, attempt) a dispatch answer claims
+    beat: bool | None = None  # a carried heartbeat's result: held or not (None: the answer has none)
 
 
 def digest_of(payload):
@@ -187,6 +188,24 @@ class Model:
             if live_s is not None:
                 m.jobs[name].working = live_s > 0
         return [Outcome(Ok(), beat)]
+
+    def carrying(self, outs, name, owner, token, live_s):
+        """A begin's or a confirm's outcomes when the call carries the holder's heartbeat
+        ({owner, live_s} with the call's own token): an answer that is not a refusal is followed
+        by the renew `heartbeat` models, on the state the call's own work left (``beat``: whether
+        the answer says held); a refusal beats nothing and says nothing of a heartbeat."""
+        carried = []
+        for out in outs:
+            if isinstance(out.expect, Err):
+                carried.append(out)
+                continue
+            after = self.clone()
+            if out.apply is not None:
+                out.apply(after)
+            renew = after.heartbeat(name, owner, token, live_s)[0]
+            carried.append(Outcome(out.expect, _then_all(out.apply, renew.apply), out.dispatched,
+                                   isinstance(renew.expect, Ok)))
+        return carried
 
     def release(self, name, owner, token):
         j = self.jobs.get(name)
@@ -517,6 +536,14 @@ def _claimed(key, attempt, token):
     def apply(m):
         o = m.ops[key]
         o.state, o.attempt, o.token, o.reconciled_absent = "SENT", attempt, token, False
+    return apply
+
+
+def _then_all(*applies):
+    def apply(m):
+        for one in applies:
+            if one is not None:
+                one(m)
     return apply
 
 

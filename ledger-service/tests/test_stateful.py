@@ -6,12 +6,17 @@ max_tool_calls), take leases and take over (older tokens are kept and sent again
 single route and in batches (default keys, explicit keys, explicit keys equal to a computed
 default, keys shared across jobs and repeated inside one batch, a begin repeated with its action,
 target, payload or approval need changed), confirm, outcome, fail, unknown, lookup-result,
-approve, deny, grant and revoke approvals, bump the version, cancel.
+approve, deny, grant and revoke approvals, bump the version, cancel. A third of the single
+begins and confirms carry the holder's heartbeat (some owner, live_s 0 or 3600), and so does a
+handover (a confirm of an operation in flight under the token that dispatched it): the call's
+own answer is unchanged, and unless it is a refusal the lease is renewed after it as by a
+heartbeat, whose result the answer says (held, or lease_lost).
 
 After every call the tables are read (stateful_checks.py: one dispatch per key and attempt, no
 SENT without a live matching approval where one is needed, nothing under a stale token or after
 a cancel, every refusal in the error shape, never a 5xx), then the answer is compared with the
-model of the decision table (stateful_model.py), then the operation rows with the model's.
+model of the decision table (stateful_model.py), then the operation rows and the leases (token,
+owner, live, working) with the model's.
 
 Two machines: `InProcess` through the Flask test client, and `Served` through a real
 `durable-ledger serve` (gunicorn, 2 workers x 4 threads), which adds a rule that races
@@ -43,7 +48,8 @@ from durable_ledger.store.models import OperationEvent
 from servers import LedgerServer
 from stateful_checks import Violation, check_ledger, db_leases, db_operations, error_shape, lease_problem, \
     model_from_db, reset_tables, sync_problem
-from stateful_model import RUNNER_NAME, ANY, Err, MApproval, MJob, Model, MOp, Ok, default_key, digest_of, may_decide
+from stateful_model import CONFIRMABLE, RUNNER_NAME, ANY, Err, MApproval, MJob, Model, MOp, Ok, default_key, \
+    digest_of, may_decide
 
 PROFILES = {  # examples, steps per example: (in process, served)
     "ci": ((25, 25), (8, 20)),
@@ -57,6 +63,7 @@ DIVERGED = Counter()
 RACE_SPLITS = Counter()  # which order explained a lookup racing a takeover
 CALLS = Counter()  # API calls made, by route (printed with -s)
 POLICY_STEPS = Counter()  # begins naming a policy, and their answers (printed with -s)
+BEATS = Counter()  # heartbeats carried by begins and confirms, by what the answer said (printed with -s)
 
 JOBS = ("j0", "j1", "j2")
 ACTIONS = ("publish", "set_status", "alias", "send")
@@ -91,6 +98,11 @@ changes = st.sampled_from(("action", "target", "payload", "requires_approval", "
 # Inside a batch an item often repeats the previous one under the other spelling of its key.
 batch_changes = st.sampled_from((None, None, "computed_key", "computed_key", "same", "payload", "action", "target",
                                  "requires_approval"))
+# A heartbeat carried by a begin or a confirm (a third of them): (owner, live_s), or None. The
+# owners are the heartbeat rule's, and "holder": the job's lease owner as the model has it (a
+# Durable Step node beats as the holder; w1-w3 alone are mostly not it, so lease_lost).
+beat_owners = st.sampled_from(("holder", "w1", "w2", "w3"))
+beats = st.one_of(st.none(), st.none(), st.tuples(beat_owners, st.sampled_from((0, 3600))))
 budgets = st.fixed_dictionaries({}, optional={"max_attempts": st.integers(1, 3), "max_tool_calls": st.integers(0, 4)})
 
 
@@ -125,12 +137,22 @@ class HttpDriver(Driver):
             return r.status_code, {"raw": r.text[:300]}
 
 
-def _raced_budget(kind, got):
+def _raced_budget(kind, got, cancelling=False):
     """A begin that raced with the claim that used up the job's budget may read the budget after
     that claim committed and its key before it: it halts budget_exhausted instead of hearing the
     key's state. Both refuse, nothing is written or dispatched (the rows check and the
-    one-dispatch invariant still see everything), so a race counts it as no effect."""
-    return kind in ("begin", "batch") and isinstance(got, Ok) and (got.decision, got.reason) == ("halt", "budget_exhausted")
+    one-dispatch invariant still see everything), so a race counts it as no effect.
+
+    The same with a cancel racing (``cancelling``): the claim re-reads the job under its lock
+    (gate/decide.py budget_refusal), so a begin that read "no row" before another begin's claim
+    of its key committed, and the job after the cancel did, halts "cancelled" where every serial
+    order answers from that row (another payload: 422 digest_mismatch):
+
+        begin A (payload 1):  no row ... claim: job active, INSERT SENT (commit)
+        begin B (payload 2):  no row .................................. claim: job cancelled: halt
+        cancel:                                     status=cancelled (commit)"""
+    halts = ("budget_exhausted",) + (("cancelled",) if cancelling else ())
+    return kind in ("begin", "batch") and isinstance(got, Ok) and got.decision == "halt" and got.reason in halts
 
 
 def _result(status, body):
@@ -142,6 +164,10 @@ def _result(status, body):
         op = body.get("operation") or {}
         return Ok(body["decision"], body.get("reason"), op.get("attempt") if body["decision"] == "dispatch" else None)
     return Ok()
+
+
+def _epoch(iso):
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
 
 
 def _matches(expect, got):
@@ -167,6 +193,7 @@ class LedgerMachine(RuleBasedStateMachine):
         self.approval_ids = []  # the model's approvals, by index: their ids
         self.seen_event = 0
         self.last_begin = None
+        self.settled = None  # the outcome the last `settle` matched
         self.violated = set()
         self.history = []
 
@@ -185,8 +212,10 @@ class LedgerMachine(RuleBasedStateMachine):
         self.check_tables()
         got = _result(status, body)
         self.note_dispatch(got, body)
+        self.settled = None
         for out in outcomes:
             if _matches(out.expect, got):
+                self.settled = out
                 before = len(self.model.approvals)
                 if out.apply is not None:
                     out.apply(self.model)
@@ -239,7 +268,7 @@ class LedgerMachine(RuleBasedStateMachine):
             self.seen_event = max(self.seen_event, OperationEvent.select(fn.MAX(OperationEvent.id)).scalar() or 0)
 
     def check_sync(self, what):
-        problem = sync_problem(self.model)
+        problem = sync_problem(self.model) or lease_problem(self.model)
         if problem and STRICT:
             raise AssertionError(f"model: after {what}, {problem}")
         if problem:
@@ -366,27 +395,63 @@ class LedgerMachine(RuleBasedStateMachine):
                            body.get("target"), body.get("requires_approval", False), body["fencing_token"],
                            body.get("approval_policy"))
 
-    def single_begin(self, body):
+    def single_begin(self, body, beat=None):
+        """POST /v1/operations/begin; ``beat``: the heartbeat it carries, (owner, live_s)."""
         self.last_begin = body
         outs = self.expect_begin(self.model, body)
+        if beat is not None:
+            beat = self.beat_of(body["job_id"], beat)
+            outs = self.model.carrying(outs, body["job_id"], beat[0], body["fencing_token"], beat[1])
+            body = {**body, "heartbeat": {"owner": beat[0], "live_s": beat[1]}}
         status, resp = self.call("POST", "/v1/operations/begin", body)
         self.settle(outs, status, resp, f"begin {body}")
+        self.check_beat(resp, beat, f"begin {body}")
 
-    @rule(spec=begins, policy=st.sampled_from((0, 0, 0, 1, 2, 3)))
-    def begin(self, spec, policy):
+    def beat_of(self, name, beat):
+        """(owner, live_s) with "holder" read as the job's lease owner in the model."""
+        owner, live_s = beat
+        if owner == "holder":
+            owner = self.model.jobs[name].owner if name in self.model.jobs else "w1"
+        return owner, live_s
+
+    def check_beat(self, resp, beat, what):
+        """The answer's heartbeat is what the model says of the one the call carried: none when it
+        carried none or was refused; else held (live until live_s from the renew) or lease_lost."""
+        out = self.settled
+        if out is None:
+            return  # not strict: the model did not expect the answer and was rebuilt
+        got = resp.get("heartbeat") if isinstance(resp, dict) else None
+        if out.beat is None:
+            ok = got is None
+        elif out.beat:
+            # The renew happened between the request and now (one clock: the same machine).
+            ok = isinstance(got, dict) and set(got) == {"held", "live_until"} and got["held"] is True \
+                and -60 < _epoch(got["live_until"]) - beat[1] - time.time() <= 0.5
+        else:
+            ok = got == {"held": False, "code": "lease_lost"}
+        if ok:
+            BEATS["none" if beat is None else "refused" if out.beat is None else "held" if out.beat else "lost"] += 1
+            return
+        problem = f"model: {what} answered the heartbeat {got}; the model says held={out.beat}"
+        if STRICT:
+            raise AssertionError(problem)
+        self.diverged(problem, Err(0, "heartbeat"))
+
+    @rule(spec=begins, policy=st.sampled_from((0, 0, 0, 1, 2, 3)), beat=beats)
+    def begin(self, spec, policy, beat=None):
         """A begin; half of them name who may approve the step (N of M, names, groups, not the
-        runner that asked)."""
+        runner that asked); a third carry the holder's heartbeat."""
         body = self.begin_body(spec)
         if POLICIES[policy] is not None:
             body["approval_policy"] = POLICIES[policy]
             POLICY_STEPS["begin"] += 1
-        self.single_begin(body)
+        self.single_begin(body, beat)
 
     @precondition(lambda self: self.last_begin is not None)
-    @rule(change=changes, pick=st.integers(0, 3))
-    def begin_again(self, change, pick):
+    @rule(change=changes, pick=st.integers(0, 3), beat=beats)
+    def begin_again(self, change, pick, beat):
         """The last begin again, one field changed (the issue's doors: same key, other facts)."""
-        self.single_begin(self.changed(self.last_begin, change, pick))
+        self.single_begin(self.changed(self.last_begin, change, pick), beat)
 
     def changed(self, body, change, pick):
         body = dict(body)
@@ -460,10 +525,39 @@ class LedgerMachine(RuleBasedStateMachine):
         status, resp = self.call("POST", f"/v1/operations/{quote(key, safe='')}/{verb}", body)
         return key, body["fencing_token"], status, resp
 
-    @rule(i=st.integers(0, 7), age=ages, remote=st.sampled_from(("r1", "r2")))
-    def confirm(self, i, age, remote):
-        key, tok, status, resp = self.op_call("confirm", i, age, {"remote_id": remote})
-        self.settle(self.model.confirm(key, tok, remote), status, resp, f"confirm {key} token {tok} remote {remote}")
+    @rule(i=st.integers(0, 7), age=ages, remote=st.sampled_from(("r1", "r2")), beat=beats)
+    def confirm(self, i, age, remote, beat):
+        """A receipt; a third carry the holder's heartbeat (the handover beat: renewed after the
+        receipt is recorded, with the confirm's token, for the operation's job)."""
+        key = self.op_key(i)
+        job = self.model.ops[key].job if key in self.model.ops else "j0"
+        self.confirm_with(key, self.token(job, age), remote, beat)
+
+    # No precondition (see revoke): which operations are in flight depends on who won the races.
+    @rule(i=st.integers(0, 7), remote=st.sampled_from(("r1", "r2")), owner=beat_owners,
+          live_s=st.sampled_from((0, 3600)))
+    def handover(self, i, remote, owner, live_s):
+        """A Durable Step node's handover: the receipt of an operation in flight under the token
+        that dispatched it (its own answer settles it even after a takeover, whose holder the
+        beat then does not reach), carrying the heartbeat of a drawn owner."""
+        flying = sorted(k for k, o in self.model.ops.items() if o.state in CONFIRMABLE)
+        if not flying:
+            return
+        key = flying[i % len(flying)]
+        self.confirm_with(key, self.model.ops[key].token, remote, (owner, live_s))
+
+    def confirm_with(self, key, tok, remote, beat):
+        body = {"fencing_token": tok, "remote_id": remote}
+        outs = self.model.confirm(key, tok, remote)
+        if beat is not None:
+            op = self.model.ops.get(key)
+            beat = self.beat_of(op.job if op else "j0", beat)
+            body["heartbeat"] = {"owner": beat[0], "live_s": beat[1]}
+            outs = self.model.carrying(outs, op.job if op else None, beat[0], tok, beat[1])
+        status, resp = self.call("POST", f"/v1/operations/{quote(key, safe='')}/confirm", body)
+        what = f"confirm {key} token {tok} remote {remote} heartbeat {beat}"
+        self.settle(outs, status, resp, what)
+        self.check_beat(resp, beat, what)
 
     @rule(i=st.integers(0, 7), age=ages, retryable=st.booleans())
     def fail(self, i, age, retryable):
@@ -581,7 +675,10 @@ def _settings(kind):
 @pytest.fixture
 def stateful_client(database):
     # No backoff: the model has no clock (backoff is row 2b of the table, tested in test_gate_decide.py).
-    cfg = Config(database_url=database, bootstrap_tokens=STATEFUL_TOKENS, log_level="WARNING", backoff_base_s=0.0)
+    # The default lease TTL is the machine's: a carried heartbeat renews with it, and the model has
+    # no clock (a lease renewed for 120 s could lapse within a slow example).
+    cfg = Config(database_url=database, bootstrap_tokens=STATEFUL_TOKENS, log_level="WARNING", backoff_base_s=0.0,
+                 default_lease_ttl_s=TTL)
     app = create_app(cfg)
     app.testing = True
     return app.test_client()
@@ -591,9 +688,10 @@ def test_stateful_in_process(stateful_client):
     machine = type("InProcess", (LedgerMachine,), {"driver": ClientDriver(stateful_client)})
     CALLS.clear()
     POLICY_STEPS.clear()
+    BEATS.clear()
     run_state_machine_as_test(machine, settings=_settings(0))
     print(f"\nin process, {PROFILES[PROFILE][0]} examples x steps: calls {sum(CALLS.values())} {dict(CALLS)}; "
-          f"policy steps {dict(POLICY_STEPS)}")
+          f"policy steps {dict(POLICY_STEPS)}; carried heartbeats {dict(BEATS)}")
 
 
 def interleavings(seqs):
@@ -613,10 +711,12 @@ RACERS = ("same", "same", "computed_key", "payload", "batch_pair", "takeover", "
 class ServedMachine(LedgerMachine):
     """The same rules through a real server, plus races: concurrent requests from threads."""
 
-    @rule(spec=begins, racers=st.lists(st.sampled_from(RACERS), min_size=1, max_size=2))
-    def race(self, spec, racers):
+    @rule(spec=begins, racers=st.lists(st.sampled_from(RACERS), min_size=1, max_size=2), beat=beats)
+    def race(self, spec, racers, beat=None):
         """One begin and its racers at once: the same begin, the explicit key equal to the default
-        one (or the reverse), another payload, a batch of both spellings, a takeover, a cancel."""
+        one (or the reverse), another payload, a batch of both spellings, a takeover, a cancel. A
+        third of the first begins carry the holder's heartbeat: a takeover or a cancel may land
+        between its gate and its beat (the beat then is lease_lost and revives nothing)."""
         base = dict(self.begin_body(spec), fencing_token=self.token(self.job_name(spec[0]), 0))
         name = base["job_id"]
         calls = [("begin", [base])]
@@ -627,6 +727,9 @@ class ServedMachine(LedgerMachine):
                 calls.append(("batch", [dict(base), self.changed(base, "computed_key", 0)]))
             else:
                 calls.append((racer, [name]))
+        if beat is not None:
+            owner, live_s = self.beat_of(name, beat)
+            calls[0] = ("begin", [{**base, "heartbeat": {"owner": owner, "live_s": live_s}}])
         results = self.run_together(calls)
         self.check_tables(racing=True)
         self.linearize(calls, results)
@@ -635,13 +738,13 @@ class ServedMachine(LedgerMachine):
                 self.cancelled_sent[name] = self.model.jobs[name].dispatches
 
     # The race is what this machine adds: drawn three times as often as any other rule.
-    @rule(spec=begins, racers=st.lists(st.sampled_from(RACERS), min_size=1, max_size=2))
-    def race_again(self, spec, racers):
-        self.race(spec, racers)
+    @rule(spec=begins, racers=st.lists(st.sampled_from(RACERS), min_size=1, max_size=2), beat=beats)
+    def race_again(self, spec, racers, beat):
+        self.race(spec, racers, beat)
 
-    @rule(spec=begins, racers=st.lists(st.sampled_from(RACERS), min_size=1, max_size=2))
-    def race_once_more(self, spec, racers):
-        self.race(spec, racers)
+    @rule(spec=begins, racers=st.lists(st.sampled_from(RACERS), min_size=1, max_size=2), beat=beats)
+    def race_once_more(self, spec, racers, beat):
+        self.race(spec, racers, beat)
 
     # No precondition: which operations are in flight depends on who won earlier races, and rules
     # that are drawn or not on that would make Hypothesis' generation itself flaky.
@@ -733,6 +836,22 @@ class ServedMachine(LedgerMachine):
         assert all(r is not None for r in results), f"a racing call did not finish: {calls}"
         return results
 
+    def beat_explained(self, m, body, answer):
+        """Whether the heartbeat a racing begin carried is what the model ``m`` says at this point
+        of a serial order (then applied to it): none after a refusal, else the renew's result."""
+        status, resp = answer
+        hb = resp.get("heartbeat") if isinstance(resp, dict) else None
+        if status >= 400:
+            return hb is None
+        beat = body["heartbeat"]
+        renew = m.heartbeat(body["job_id"], beat["owner"], body["fencing_token"], beat["live_s"])[0]
+        held = isinstance(renew.expect, Ok)
+        if not isinstance(hb, dict) or hb.get("held") is not held:
+            return False
+        if renew.apply is not None:
+            renew.apply(m)
+        return True
+
     def expect(self, model, kind, arg):
         if kind in ("begin", "batch"):
             return self.expect_begin(model, arg)
@@ -748,7 +867,11 @@ class ServedMachine(LedgerMachine):
         # waits for the lease while holding the job): a takeover can land between them and get a
         # lease that the cancel's second transaction expires.
         seqs = [seq + [("cancel_lease", seq[0][1], None)] if seq and seq[0][0] == "cancel" else seq for seq in seqs]
+        # A begin's carried heartbeat is renewed after the begin's own work: an item of its own.
+        seqs = [seq + [("beat", seq[0][1:], None)] if seq and seq[0][0] == "begin" and "heartbeat" in seq[0][1] else seq
+                for seq in seqs]
         rows, leases = db_operations(), db_leases()
+        cancelling = any(kind == "cancel" for kind, _ in calls)
         explained, found, rows_only, m = False, None, None, None
         for order in interleavings(seqs):
             m = self.model.clone()
@@ -757,14 +880,23 @@ class ServedMachine(LedgerMachine):
                     if arg in m.jobs:
                         m.jobs[arg].live = m.jobs[arg].working = False
                     continue
+                if kind == "beat":
+                    if not self.beat_explained(m, *arg):
+                        break
+                    continue
                 got = _result(*answer)
-                if got == Err(409, "gate_contended") or _raced_budget(kind, got):
+                if got == Err(409, "gate_contended") or _raced_budget(kind, got, cancelling):
                     continue
                 out = next((o for o in self.expect(m, kind, arg) if _matches(o.expect, got)), None)
                 if out is None:
                     break
+                lease_now = (m.jobs[arg].live, m.jobs[arg].working) if kind == "cancel" and arg in m.jobs else None
                 if out.apply is not None:
                     out.apply(m)
+                if lease_now is not None:
+                    # The cancel's job transaction: its lease lives on until its "cancel_lease"
+                    # (a begin halted "cancelled" in between may still land its heartbeat).
+                    m.jobs[arg].live, m.jobs[arg].working = lease_now
             else:
                 explained = True
                 if sync_problem(m, rows) is None:
@@ -789,12 +921,16 @@ class ServedMachine(LedgerMachine):
             self.diverged(problem, Err(0, "race"))
         for (status, body) in (x for r in results for x in r):
             self.note_dispatch(_result(status, body), body)
+        if "heartbeat" in calls[0][1][0]:
+            hb = results[0][0][1].get("heartbeat")
+            BEATS["race " + ("refused" if hb is None else "held" if hb["held"] else "lost")] += 1
 
 
 @pytest.fixture
 def served(database, tmp_path):
     srv = LedgerServer(database, STATEFUL_TOKENS, workers=2, threads=4, log_path=tmp_path / "ledger.log")
     srv.env["DURABLE_BACKOFF_BASE_S"] = "0"
+    srv.env["DURABLE_LEASE_TTL_S"] = str(TTL)  # a carried heartbeat's TTL: see stateful_client
     with srv:
         yield srv.url
 
@@ -803,9 +939,10 @@ def test_stateful_served(served):
     machine = type("Served", (ServedMachine,), {"driver": HttpDriver(served)})
     CALLS.clear()
     RACE_SPLITS.clear()
+    BEATS.clear()
     run_state_machine_as_test(machine, settings=_settings(1))
     print(f"\nserved, {PROFILES[PROFILE][1]} examples x steps: calls {sum(CALLS.values())} {dict(CALLS)}; "
-          f"lookup/takeover orders {dict(RACE_SPLITS)}")
+          f"lookup/takeover orders {dict(RACE_SPLITS)}; carried heartbeats {dict(BEATS)}")
 
 
 # ---- the shortest histories the machines found (stateful-findings.md), kept as regular tests ----
