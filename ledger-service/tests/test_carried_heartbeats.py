@@ -111,3 +111,31 @@ def test_the_batch_takes_no_heartbeat(client, token):
         {"job_id": "hb", "action": "a", "payload": {}, "fencing_token": token, "heartbeat": {"owner": OWNER, "live_s": 1}}]})
     assert r.status_code == 422
     assert r.get_json()["error"]["details"]["fields"]["begin"]["0"] == {"heartbeat": ["Unknown field."]}
+
+
+def test_a_beat_the_database_refuses_leaves_the_call_answered(client, token, monkeypatch):
+    """The begin's own transaction committed (its dispatch is SENT): the caller gets that answer,
+    only the beat is reported lost; a 503 would hide a dispatch the ledger recorded."""
+    from durable_ledger.jobs import leases
+    from durable_ledger.store.db import OperationalError
+
+    def unavailable(*args, **kwargs):
+        raise OperationalError("database is locked")
+
+    monkeypatch.setattr(leases, "renew_lease", unavailable)
+    b = _begin(client, token, heartbeat={"owner": OWNER, "live_s": 10})
+    assert b.status_code == 200 and b.get_json()["decision"] == "dispatch"
+    assert b.get_json()["heartbeat"] == {"held": False, "code": "database_unavailable"}
+    assert b.get_json()["operation"]["state"] == "SENT"
+    assert _live_for(client) <= 0
+
+
+def test_a_beat_that_fails_for_another_reason_is_not_hidden(client, token, monkeypatch):
+    from durable_ledger.jobs import leases
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug, not an outage")
+
+    monkeypatch.setattr(leases, "renew_lease", broken)
+    with pytest.raises(RuntimeError):  # the test client passes the app's exceptions on (a 500 when served)
+        _begin(client, token, heartbeat={"owner": OWNER, "live_s": 10})

@@ -17,6 +17,7 @@ is never fenced out by a caller that respects liveness. ``live_until`` None (an 
 Job before node 1.4): no liveness, taken over at once, as before.
 """
 
+import logging
 import time
 
 from .. import store
@@ -24,9 +25,11 @@ from ..kernel.errors import HolderLive, LeaseHeld, LeaseLost, ValidationFailed
 from ..kernel.n8n_context import stamp
 from ..store import jobs as job_rows
 from ..store.audit import record_refusal
-from ..store.db import IntegrityError, write_txn
+from ..store.db import IntegrityError, InterfaceError, OperationalError, database_unavailable, write_txn
 from .jobs import get_job
 from .serialize import iso
+
+log = logging.getLogger("durable_ledger")
 
 MAX_TTL_S = 24 * 3600
 
@@ -163,6 +166,14 @@ def carried_heartbeat(tenant, job_id, owner, fencing_token, live_s, ttl_s):
         _, lease = renew_lease(tenant, job_id, owner, fencing_token, ttl_s, live_s=live_s)
     except LeaseLost as lost:
         return {"held": False, "code": lost.code}
+    except (OperationalError, InterfaceError) as exc:
+        # The call's own transaction has committed (a dispatch is SENT): the caller must get its
+        # answer, or it would not act on a dispatch the ledger recorded. Only the beat is lost.
+        what = database_unavailable(exc)
+        if what is None:
+            raise
+        log.warning("heartbeat of job %s not renewed: database unavailable (%s)", job_id, what)
+        return {"held": False, "code": "database_unavailable"}
     return {"held": True, "live_until": iso(lease.live_until)}
 
 
