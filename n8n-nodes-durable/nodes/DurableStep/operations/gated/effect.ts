@@ -66,7 +66,8 @@ export interface GatedPrepared extends Prepared {
 	effect: SideEffect;
 	/**
 	 * Called once the side effect has answered, before its outcome is recorded (one item under
-	 * liveness, operation.ts): the handover heartbeat for the outcome's request to carry, if any.
+	 * liveness, operation.ts): the holder whose handover heartbeat the outcome's request carries
+	 * (recordAndRoute), if any.
 	 */
-	handover?: (verb: string) => Promise<IDataObject | undefined>;
+	handover?: (verb: string) => Promise<string | undefined>;
 }

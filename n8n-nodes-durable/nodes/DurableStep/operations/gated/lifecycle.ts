@@ -57,9 +57,8 @@ async function performAndRecord(
 		: ('declared' in performed && performed.json) || item.json;
 	const answered = { json, pairedItem: { item: i } };
 	const outcome = outcomeOf(performed, ticket.fencing_token);
-	const heartbeat = await prepared.handover?.(outcome.verb);
-	if (heartbeat !== undefined) outcome.body.heartbeat = heartbeat;
-	return recordAndRoute(ctx, i, answered, ticket.operation_key, ticket.fencing_token, outcome);
+	const handover = await prepared.handover?.(outcome.verb);
+	return recordAndRoute(ctx, i, answered, ticket.operation_key, ticket.fencing_token, outcome, handover);
 }
 
 /**

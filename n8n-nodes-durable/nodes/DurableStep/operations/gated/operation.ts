@@ -1,7 +1,6 @@
-import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
+import type { IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 import { asNodeError } from '../../errors';
 import {
-	HANDOVER_S,
 	LIVE_S,
 	LIVENESS_FROM,
 	beginBeating,
@@ -23,8 +22,8 @@ interface Begun {
 	slots: BeginSlot<GatedPrepared>[];
 	/** One item under liveness: its beats, the first one carried by the begin or sent beside it. */
 	beats?: Beats;
-	/** The ledger renews a lease in a begin's or a confirm's round trip (`heartbeat` in the body). */
-	carries?: IDataObject;
+	/** The holder whose heartbeat the ledger renews in a call's round trip (`heartbeat` in the body). */
+	carries?: string;
 }
 
 async function firstBegins(
@@ -56,7 +55,7 @@ async function firstBegins(
 	return {
 		slots: [{ prepared, first: sent.answer }],
 		beats: beginBeating(ctx, [holder], held),
-		carries: supported ? { owner: holder.owner } : undefined,
+		carries: supported ? holder.owner : undefined,
 	};
 }
 
@@ -67,11 +66,11 @@ async function firstBegins(
  * meets a takeover is settled by its own answer (the ledger's own_answer_after_takeover), never
  * sent again.
  */
-function handingOver(prepared: GatedPrepared, beats: Beats, carries: IDataObject | undefined): GatedPrepared {
-	const handover = async (verb: string): Promise<IDataObject | undefined> => {
+function handingOver(prepared: GatedPrepared, beats: Beats, carries: string | undefined): GatedPrepared {
+	const handover = async (verb: string): Promise<string | undefined> => {
 		if (carries !== undefined && verb === 'confirm') {
 			await beats.handOver(true);
-			return { ...carries, live_s: HANDOVER_S };
+			return carries;
 		}
 		void beats.handOver(false);
 		return undefined;

@@ -55,7 +55,7 @@ function staleAttention(item: INodeExecutionData, verb: string, key: string, tok
 }
 
 /**
- * The outcome's request. ``handover`` (Record Outcome 1.5: the holder's owner): a confirm carries
+ * The outcome's request. ``handover`` (the holder's owner: Record Outcome 1.5, a one-item gated step): a confirm carries
  * the holder's HANDOVER_S heartbeat, so that the beat after the node (router.ts) is not sent.
  */
 async function send(
