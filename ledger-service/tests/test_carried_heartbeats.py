@@ -84,6 +84,13 @@ def test_a_beat_never_revives_a_released_lease(client, token):
     assert _lease(client)["expires_at"] == expired and _live_for(client) <= 0
 
 
+def test_a_runner_of_another_tenant_beats_nothing(client, token):
+    r = client.post("/v1/operations/begin", headers=auth("other-token"), json={
+        "job_id": "hb", "action": "send", "payload": {}, "fencing_token": token, "heartbeat": {"owner": OWNER, "live_s": 10}})
+    assert r.status_code == 404 and "heartbeat" not in r.get_json()
+    assert _live_for(client) <= 0
+
+
 def test_a_refused_begin_beats_nothing(client, token):
     client.post("/v1/jobs/hb/start", json={"owner": "exec-2", "takeover": True}, headers=auth())  # token + 1
     b = _begin(client, token, heartbeat={"owner": OWNER, "live_s": 10})
